@@ -1,0 +1,1 @@
+"""The `course` tool: move between a chapter's parent and target and prove each step."""

@@ -1,0 +1,122 @@
+"""The checkpoint card and LEARNING.md, generated from chapter.toml.
+
+A card written by hand drifts from the metadata the checks use; a
+generated one cannot. The lesson keeps its card between two markers, which
+`tools/cards.py` rewrites and `course verify` compares.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from course.catalog import Chapter, Lab
+
+CARD_BEGIN = "<!-- card:begin -->"
+CARD_END = "<!-- card:end -->"
+
+
+def plain_pytest(chapter: Chapter, lab: Lab | None = None) -> str:
+    """The command a learner can run in a practice dir without the course tool."""
+    words = ["python", "-m", "pytest", *chapter.focused_tests]
+    if lab is not None and lab.select is not None:
+        words += ["-k", lab.select]
+    elif lab is not None:
+        words = ["python", "-m", "pytest", *lab.nodes]
+    return shlex.join(words)
+
+
+def course_test(chapter: Chapter, lab: Lab | None = None) -> str:
+    command = f"course test {chapter.nn}"
+    return f"{command} --lab {lab.id}" if lab is not None else command
+
+
+def render_card(chapter: Chapter) -> str:
+    """The checkpoint card: everything a learner needs before the first keystroke."""
+    red = chapter.first_red_light
+    mode = {
+        "rebuild": "rebuild - you start from the parent and write the teaching files yourself",
+        "observe": "observe - you get the finished target to run and read",
+    }[chapter.mode]
+    lines = [
+        f"> **Checkpoint {chapter.nn} - {chapter.title}**",
+        ">",
+        f"> {chapter.summary}",
+        ">",
+        f"> - **Mode:** {mode}.",
+        f"> - **Parent -> target:** `checkpoints/{chapter.name}/parent` -> `checkpoints/{chapter.name}/target`",
+        "> - **Teaching files:** " + ", ".join(f"`{name}`" for name in chapter.teaching_files),
+        "> - **Focused tests:** " + ", ".join(f"`{name}`" for name in chapter.focused_tests),
+        f"> - **First red light:** {red.explanation} The run ends in a {red.kind}"
+        " showing " + "; ".join(f"`{fragment}`" for fragment in red.fragments) + ".",
+        f"> - **First step:** {chapter.first_step}",
+        f"> - **Locate and prove:** `course checkpoint {chapter.nn}`",
+        f"> - **Practice dir:** `course practice {chapter.nn}` (then `cd practice/{chapter.name}`)",
+        f"> - **Focused run:** `{course_test(chapter)}`, or without the tool: `{plain_pytest(chapter)}`",
+        f"> - **Pass evidence:** {chapter.expected_passed} focused tests pass.",
+        ">",
+        "> | Lab | Title | Run | Expected |",
+        "> | --- | --- | --- | --- |",
+    ]
+    for lab in chapter.labs:
+        lines.append(
+            f"> | {lab.id} | {lab.title} | `{course_test(chapter, lab)}` | {lab.expected_passed} passed |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def render_learning(chapter: Chapter) -> str:
+    """LEARNING.md of a practice dir: the card plus how to work in this directory."""
+    parts = [
+        f"# Chapter {chapter.nn}: {chapter.title}",
+        "",
+        render_card(chapter),
+        "## Labs",
+        "",
+    ]
+    for lab in chapter.labs:
+        parts += [
+            f"### Lab {lab.id}: {lab.title}",
+            "",
+            lab.goal or "",
+            "",
+            f"- with the course tool: `{course_test(chapter, lab)}`",
+            f"- plain pytest, in this directory: `{plain_pytest(chapter, lab)}`",
+            f"- pass evidence: {lab.expected_passed} passed",
+            f"- stuck? `course hint {chapter.nn} --lab {lab.id}` shows one hint at a time",
+            "",
+        ]
+    parts += ["## Red-light exercises", ""]
+    for redlight in chapter.redlights:
+        parts += [
+            f"- **{redlight.id} {redlight.title}** - the lesson says what to change; "
+            f"`{redlight.test}` must then fail. {redlight.learn}",
+        ]
+    parts += [
+        "",
+        "## Your work",
+        "",
+        "This directory is a git repository whose first commit is the starting point:",
+        "`git diff` shows exactly what you have written. The lesson is",
+        f"`checkpoints/{chapter.name}/README.md` (or `course show {chapter.nn}`).",
+        "",
+    ]
+    return "\n".join(parts)
+
+
+def lesson_card(text: str) -> str | None:
+    """The card currently in a lesson's text, or None when the markers are missing."""
+    start = text.find(CARD_BEGIN)
+    end = text.find(CARD_END)
+    if start < 0 or end < start:
+        return None
+    return text[start + len(CARD_BEGIN) : end].strip("\n") + "\n"
+
+
+def with_card(text: str, chapter: Chapter) -> str:
+    """The lesson's text with a freshly generated card between the markers."""
+    start = text.find(CARD_BEGIN)
+    end = text.find(CARD_END)
+    if start < 0 or end < start:
+        raise ValueError(f"{chapter.lesson}: the card markers {CARD_BEGIN} / {CARD_END} are missing")
+    head = text[: start + len(CARD_BEGIN)]
+    return head + "\n" + render_card(chapter) + text[end:]

@@ -1,0 +1,322 @@
+"""The proofs: a chapter's story (red parent, green labs, failing red-light patches),
+a learner's progress, and the course's integrity.
+
+Each check compares what chapter.toml promises with what an isolated run
+shows, and keeps both, so a deviation can be printed as expected vs. actual.
+Independent runs go in parallel, bounded by the number of cores.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Awaitable, Callable
+
+import trio
+from attrs import field, frozen
+
+from course.cards import lesson_card, render_card
+from course.catalog import Catalog, Chapter, Lab
+from course.errors import ChapterError
+from course.lineage import lineage_problems
+from course.runner import COLLECTION_ERROR, FAILED, PASSED, TIMEOUT, RunResult, run_pytest
+from course.workspace import apply_patch, scratch_copy
+
+
+@frozen
+class Check:
+    """One line of a checklist: what was promised, what happened."""
+
+    chapter: str
+    kind: str
+    name: str
+    ok: bool
+    expected: str
+    actual: str
+    detail: str = ""
+    duration: float = 0.0
+    run: RunResult | None = field(default=None, eq=False, repr=False)
+
+    def to_json(self) -> dict[str, object]:
+        data: dict[str, object] = {
+            "chapter": self.chapter,
+            "kind": self.kind,
+            "name": self.name,
+            "ok": self.ok,
+            "expected": self.expected,
+            "actual": self.actual,
+            "duration": round(self.duration, 3),
+        }
+        if self.detail:
+            data["detail"] = self.detail
+        if self.run is not None:
+            data["run"] = self.run.to_json()
+        return data
+
+
+def _limiter() -> trio.CapacityLimiter:
+    return trio.CapacityLimiter(max(1, os.cpu_count() or 1))
+
+
+def excerpt(output: str, lines: int = 25) -> str:
+    """The end of a run's output, where pytest puts what went wrong."""
+    return "\n".join(output.rstrip().splitlines()[-lines:])
+
+
+# A chapter's story ---------------------------------------------------------------
+
+
+async def prove_chapter(
+    catalog: Catalog, chapter: Chapter, limiter: trio.CapacityLimiter | None = None
+) -> list[Check]:
+    """Run every check of `course checkpoint`, each in its own copy, in parallel."""
+    limiter = limiter or _limiter()
+    jobs: list[Callable[[], Awaitable[Check | list[Check]]]] = [
+        lambda: _check_parent(chapter, limiter),
+        lambda: _check_target(catalog, chapter, limiter),
+    ]
+    jobs += [lambda lab=lab: _check_lab(chapter, lab, limiter) for lab in chapter.labs]
+    jobs += [lambda i=i: _check_redlight(chapter, i, limiter) for i in range(len(chapter.redlights))]
+    results: list[list[Check]] = [[] for _ in jobs]
+
+    async def run_job(index: int) -> None:
+        outcome = await jobs[index]()
+        results[index] = outcome if isinstance(outcome, list) else [outcome]
+
+    async with trio.open_nursery() as nursery:
+        for index in range(len(jobs)):
+            nursery.start_soon(run_job, index)
+    return [check for group in results for check in group]
+
+
+async def _run_copy(
+    chapter: Chapter,
+    source: Path,
+    label: str,
+    selection: tuple[str, ...],
+    limiter: trio.CapacityLimiter,
+    patch: Path | None = None,
+) -> RunResult:
+    async with limiter:
+        with scratch_copy(source, label) as copy:
+            if patch is not None:
+                await apply_patch(copy, patch)
+            return await run_pytest(
+                copy, selection, plugins=chapter.pytest_plugins, time_limit=chapter.time_limit
+            )
+
+
+async def _check_parent(chapter: Chapter, limiter: trio.CapacityLimiter) -> Check:
+    red = chapter.first_red_light
+    run = await _run_copy(chapter, chapter.parent, "parent", chapter.focused_tests, limiter)
+    missing = [fragment for fragment in red.fragments if fragment not in run.output]
+    ok = run.outcome == red.kind and not missing
+    actual = f"{run.outcome}: {run.summary()}"
+    if missing:
+        actual += "; output lacks " + "; ".join(repr(f) for f in missing)
+    return Check(
+        chapter=chapter.name,
+        kind="first-red-light",
+        name="parent shows the first red light",
+        ok=ok,
+        expected=f"{red.kind} showing " + "; ".join(repr(f) for f in red.fragments),
+        actual=actual,
+        detail="" if ok else excerpt(run.output),
+        duration=run.duration,
+        run=run,
+    )
+
+
+async def _check_target(catalog: Catalog, chapter: Chapter, limiter: trio.CapacityLimiter) -> list[Check]:
+    """One run of every test file on target: this chapter's and every earlier one's."""
+    earlier = catalog.earlier(chapter)
+    files = tuple(dict.fromkeys(f for c in (*earlier, chapter) for f in c.focused_tests))
+    run = await _run_copy(chapter, chapter.target, "target", files, limiter)
+    checks = [_count_check(chapter, "focused", "focused tests pass on target", chapter, run)]
+    for previous in earlier:
+        checks.append(
+            _count_check(
+                chapter, "earlier", f"chapter {previous.nn} tests still pass on target", previous, run
+            )
+        )
+    return checks
+
+
+def _count_check(chapter: Chapter, kind: str, name: str, owner: Chapter, run: RunResult) -> Check:
+    passed = sum(run.passed_in(f) for f in owner.focused_tests)
+    failed = sum(run.failed_in(f) for f in owner.focused_tests)
+    ok = run.outcome == PASSED and passed == owner.expected_passed and failed == 0
+    return Check(
+        chapter=chapter.name,
+        kind=kind,
+        name=name,
+        ok=ok,
+        expected=f"{owner.expected_passed}/{owner.expected_passed} passed",
+        actual=_counts(run, passed, failed),
+        detail="" if ok else excerpt(run.output),
+        duration=run.duration,
+        run=run,
+    )
+
+
+def _counts(run: RunResult, passed: int, failed: int) -> str:
+    if run.outcome == TIMEOUT:
+        return run.summary()
+    text = f"{passed}/{passed + failed} passed"
+    if run.outcome == COLLECTION_ERROR:
+        text += ", error during collection"
+    return text
+
+
+async def _check_lab(chapter: Chapter, lab: Lab, limiter: trio.CapacityLimiter) -> Check:
+    run = await _run_copy(chapter, chapter.target, f"lab-{lab.id}", lab_selection(chapter, lab), limiter)
+    return lab_check(chapter, lab, run)
+
+
+def lab_check(chapter: Chapter, lab: Lab, run: RunResult) -> Check:
+    """A lab is green when its selection passes with exactly the expected count."""
+    ok = run.outcome == PASSED and run.passed == lab.expected_passed and run.failed == 0
+    return Check(
+        chapter=chapter.name,
+        kind="lab",
+        name=f"lab {lab.id} {lab.title}",
+        ok=ok,
+        expected=f"{lab.expected_passed} passed",
+        actual=_counts(run, run.passed, run.failed),
+        detail="" if ok else excerpt(run.output),
+        duration=run.duration,
+        run=run,
+    )
+
+
+def lab_selection(chapter: Chapter, lab: Lab) -> tuple[str, ...]:
+    """The pytest arguments of a lab run: a -k narrows the focused files; node ids stand alone."""
+    if lab.select is not None:
+        return (*chapter.focused_tests, *lab.pytest_args())
+    return lab.pytest_args()
+
+
+async def _check_redlight(chapter: Chapter, index: int, limiter: trio.CapacityLimiter) -> Check:
+    redlight = chapter.redlights[index]
+    expected = f"{redlight.test} fails showing {redlight.fragment!r}"
+    base = dict(chapter=chapter.name, kind="redlight", name=f"red-light {redlight.id} {redlight.title}")
+    try:
+        run = await _run_copy(
+            chapter,
+            chapter.target,
+            f"redlight-{redlight.id}",
+            (redlight.test,),
+            limiter,
+            patch=chapter.root / redlight.patch,
+        )
+    except ChapterError as error:
+        return Check(**base, ok=False, expected=expected, actual=str(error))
+    case = run.case(redlight.test)
+    test_failed = case is not None and case.outcome in (FAILED, "error")
+    shows = redlight.fragment in run.output
+    ok = run.outcome == FAILED and test_failed and shows
+    if case is None:
+        actual = f"{redlight.test} did not run ({run.outcome}: {run.summary()})"
+    elif not test_failed:
+        actual = f"{redlight.test} {case.outcome}: the patch did not break it"
+    elif not shows:
+        actual = f"{redlight.test} failed, but not as documented: output lacks {redlight.fragment!r}"
+    else:
+        actual = f"{redlight.test} failed showing {redlight.fragment!r}"
+    return Check(
+        **base,
+        ok=ok,
+        expected=expected,
+        actual=actual,
+        detail="" if ok else excerpt(run.output),
+        duration=run.duration,
+        run=run,
+    )
+
+
+# Course integrity ------------------------------------------------------------------
+
+
+def integrity_checks(catalog: Catalog, chapter: Chapter) -> list[Check]:
+    """Checks that read files only: lineage and the lesson's generated card."""
+    problems = lineage_problems(catalog, chapter)
+    checks = [
+        Check(
+            chapter=chapter.name,
+            kind="lineage",
+            name="lineage: snapshots differ only in declared files",
+            ok=not problems,
+            expected="no undeclared differences",
+            actual="; ".join(problems) if problems else "no undeclared differences",
+        )
+    ]
+    card = lesson_card(chapter.lesson.read_text(encoding="utf-8"))
+    fresh = render_card(chapter)
+    if card is None:
+        actual = "the lesson has no card markers"
+    elif card != fresh:
+        actual = "the lesson's card is stale: run `python -m tools.cards` to regenerate it"
+    else:
+        actual = "the lesson's card matches chapter.toml"
+    checks.append(
+        Check(
+            chapter=chapter.name,
+            kind="card",
+            name="lesson card generated from chapter.toml",
+            ok=card == fresh,
+            expected="the lesson's card matches chapter.toml",
+            actual=actual,
+        )
+    )
+    return checks
+
+
+async def verify(catalog: Catalog, chapters: list[Chapter]) -> list[Check]:
+    """The whole course's proof: every chapter's story plus integrity, in chapter order."""
+    limiter = _limiter()
+    results: dict[str, list[Check]] = {}
+
+    async def prove(chapter: Chapter) -> None:
+        results[chapter.name] = await prove_chapter(catalog, chapter, limiter)
+
+    async with trio.open_nursery() as nursery:
+        for chapter in chapters:
+            nursery.start_soon(prove, chapter)
+    checks = []
+    for chapter in chapters:
+        checks += results[chapter.name]
+        checks += integrity_checks(catalog, chapter)
+    return checks
+
+
+# A learner's practice dir ------------------------------------------------------------
+
+
+async def check_practice(chapter: Chapter, directory: Path, lab: Lab | None = None) -> list[Check]:
+    """Run a learner's tests in place (their dir is a snapshot of its own) and compare counts."""
+    limiter = _limiter()
+    labs = [lab] if lab is not None else list(chapter.labs)
+    checks: list[Check | None] = [None] * (len(labs) + (0 if lab else 1))
+
+    async def run_lab(index: int, one: Lab) -> None:
+        async with limiter:
+            run = await run_pytest(
+                directory, lab_selection(chapter, one), plugins=chapter.pytest_plugins,
+                time_limit=chapter.time_limit,
+            )
+        checks[index] = lab_check(chapter, one, run)
+
+    async def run_focused() -> None:
+        async with limiter:
+            run = await run_pytest(
+                directory, chapter.focused_tests, plugins=chapter.pytest_plugins,
+                time_limit=chapter.time_limit,
+            )
+        checks[-1] = _count_check(chapter, "focused", "all focused tests", chapter, run)
+
+    async with trio.open_nursery() as nursery:
+        for index, one in enumerate(labs):
+            nursery.start_soon(run_lab, index, one)
+        if lab is None:
+            nursery.start_soon(run_focused)
+    return [check for check in checks if check is not None]

@@ -1,0 +1,230 @@
+"""The `course` command line: parse, call the module that does the job, print.
+
+Exit codes: 0 the story held / success; 1 a check deviated; 2 usage or input error.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import click
+import trio
+
+from course import output
+from course.cards import render_learning
+from course.catalog import Catalog, Chapter, find_root, load_catalog
+from course.checks import check_practice, excerpt, prove_chapter, verify
+from course.errors import CourseError, UsageError
+from course.progress import save_result
+from course.runner import run_pytest
+from course.workspace import check_practice_target, make_practice_dir, practice_is_usable
+
+
+class _Context:
+    """What every command needs: the course root and, lazily, its catalog."""
+
+    def __init__(self) -> None:
+        self.root = find_root()
+        self._catalog: Catalog | None = None
+
+    @property
+    def catalog(self) -> Catalog:
+        if self._catalog is None:
+            self._catalog = load_catalog(self.root)
+        return self._catalog
+
+    def chapter(self, chapter_id: str) -> Chapter:
+        return self.catalog.resolve(chapter_id)
+
+    def practice_dir(self, chapter: Chapter, directory: str | None) -> Path:
+        if directory is None:
+            return self.root / "practice" / chapter.name
+        return Path(directory)
+
+
+pass_context = click.make_pass_decorator(_Context, ensure=True)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def cli() -> None:
+    """Rebuild a tiny agent runtime chapter by chapter, and prove every step."""
+
+
+@cli.command("list")
+@pass_context
+def list_command(ctx: _Context) -> None:
+    """Chapters, their labs and focused test counts."""
+    for chapter in ctx.catalog.chapters:
+        click.echo(click.style(f"{chapter.name}  {chapter.title}", bold=True) + f"  [{chapter.mode}]")
+        click.echo(f"    {chapter.summary}")
+        click.echo(f"    focused tests: {chapter.expected_passed}  ({', '.join(chapter.focused_tests)})")
+        for lab in chapter.labs:
+            click.echo(f"    lab {lab.id}: {lab.title} ({lab.expected_passed} tests)")
+
+
+@cli.command()
+@click.argument("chapter_id")
+@pass_context
+def show(ctx: _Context, chapter_id: str) -> None:
+    """The lesson of a chapter, for reading in a terminal."""
+    chapter = ctx.chapter(chapter_id)
+    click.echo(chapter.lesson.read_text(encoding="utf-8"))
+
+
+@cli.command()
+@click.argument("chapter_id")
+@click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
+@pass_context
+def checkpoint(ctx: _Context, chapter_id: str, as_json: bool) -> None:
+    """Locate a chapter's parent and target and prove its story holds."""
+    chapter = ctx.chapter(chapter_id)
+    if not as_json:
+        output.chapter_header(chapter, str(ctx.root))
+        output.locations(chapter)
+        click.echo("\nProving the story, each check in its own throw-away copy:")
+    started = time.monotonic()
+    checks = trio.run(prove_chapter, ctx.catalog, chapter)
+    duration = time.monotonic() - started
+    if as_json:
+        output.emit_json(output.report("checkpoint", checks, duration, chapter=chapter.name))
+    else:
+        output.checklist(checks)
+        output.summary_line(checks, duration, f"Chapter {chapter.nn}: the story holds", f"Chapter {chapter.nn}: the story does NOT hold")
+    sys.exit(0 if all(check.ok for check in checks) else 1)
+
+
+@cli.command("verify")
+@click.argument("chapter_ids", nargs=-1)
+@click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
+@pass_context
+def verify_command(ctx: _Context, chapter_ids: tuple[str, ...], as_json: bool) -> None:
+    """Prove every chapter (or the given ones) plus lineage and lesson cards."""
+    catalog = ctx.catalog
+    chapters = [catalog.resolve(c) for c in chapter_ids] if chapter_ids else list(catalog.chapters)
+    started = time.monotonic()
+    checks = trio.run(verify, catalog, chapters)
+    duration = time.monotonic() - started
+    if as_json:
+        output.emit_json(
+            output.report("verify", checks, duration, chapters=[c.name for c in chapters])
+        )
+    else:
+        output.checklist(checks, show_chapter=True)
+        output.summary_line(checks, duration, "The course holds", "The course does NOT hold")
+    sys.exit(0 if all(check.ok for check in checks) else 1)
+
+
+@cli.command()
+@click.argument("chapter_id")
+@click.argument("directory", required=False)
+@pass_context
+def practice(ctx: _Context, chapter_id: str, directory: str | None) -> None:
+    """Copy a chapter's starting point into DIRECTORY and show its first red light."""
+    chapter = ctx.chapter(chapter_id)
+    target = check_practice_target(ctx.practice_dir(chapter, directory), ctx.root)
+    source = chapter.practice_start
+    message = f"Start of chapter {chapter.name} ({'target' if chapter.mode == 'observe' else 'parent'})"
+    make_practice_dir(source, target, render_learning(chapter), message)
+    click.echo(f"Made {target}")
+    click.echo("  LEARNING.md holds the checkpoint card; `git diff` there shows your own work.")
+    run = trio.run(
+        lambda: run_pytest(
+            target, chapter.focused_tests, plugins=chapter.pytest_plugins, time_limit=chapter.time_limit
+        )
+    )
+    red = chapter.first_red_light
+    if chapter.mode == "observe":
+        shown = run.outcome == "passed"
+        click.echo(f"\nFocused tests: {run.summary()} (observe mode: the target is complete).")
+    else:
+        shown = run.outcome == red.kind and all(f in run.output for f in red.fragments)
+        click.echo(f"\nFirst red light: {run.summary()}")
+        for fragment in red.fragments:
+            mark = "seen" if fragment in run.output else "MISSING"
+            click.echo(f"  {mark}: {fragment}")
+        click.echo(f"\n{red.explanation}")
+    if shown:
+        click.echo(click.style("This is the expected starting point.", fg="green"))
+        click.echo(f"First step: {chapter.first_step}")
+        click.echo(f"Then: cd {target} && course test {chapter.nn}")
+    else:
+        click.echo(click.style("This is NOT the documented starting point:", fg="red"))
+        click.echo(excerpt(run.output))
+    sys.exit(0 if shown else 1)
+
+
+@cli.command("test")
+@click.argument("chapter_id")
+@click.argument("directory", required=False)
+@click.option("--lab", "lab_id", help="Run only this lab's selection, e.g. 2.1.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
+@pass_context
+def test_command(ctx: _Context, chapter_id: str, directory: str | None, lab_id: str | None, as_json: bool) -> None:
+    """Run a chapter's focused tests (or one lab) in a practice dir and compare the counts."""
+    chapter = ctx.chapter(chapter_id)
+    lab = chapter.lab(lab_id) if lab_id else None
+    target = _practice_dir_here(ctx, chapter, directory)
+    practice_is_usable(target)
+    started = time.monotonic()
+    checks = trio.run(check_practice, chapter, target, lab)
+    duration = time.monotonic() - started
+    save_result(target, chapter, lab, checks)
+    next_step = _next_step(chapter, checks, lab)
+    if as_json:
+        output.emit_json(output.report("test", checks, duration, chapter=chapter.name, directory=str(target), next=next_step))
+    else:
+        output.checklist(checks)
+        output.summary_line(checks, duration, "Green", "Not yet")
+        click.echo(f"Next: {next_step}")
+    sys.exit(0 if all(check.ok for check in checks) else 1)
+
+
+def _practice_dir_here(ctx: _Context, chapter: Chapter, directory: str | None) -> Path:
+    """DIR, else the current directory when it is a practice dir, else the default one."""
+    if directory is not None:
+        return Path(directory)
+    here = Path.cwd()
+    if (here / "LEARNING.md").is_file() and (here / "pytest.ini").is_file():
+        return here
+    return ctx.practice_dir(chapter, None)
+
+
+def _next_step(chapter: Chapter, checks: list, lab: object) -> str:
+    for check in checks:
+        if check.kind == "lab" and not check.ok:
+            lab_id = check.name.split()[1]
+            return f"make lab {lab_id} green: course test {chapter.nn} --lab {lab_id} (stuck? course hint {chapter.nn} --lab {lab_id})"
+    if lab is not None:
+        position = [l.id for l in chapter.labs].index(lab.id)  # type: ignore[attr-defined]
+        if position + 1 < len(chapter.labs):
+            following = chapter.labs[position + 1]
+            return f"lab {following.id} {following.title}: course test {chapter.nn} --lab {following.id}"
+        return f"run every lab at once: course test {chapter.nn}"
+    if not all(check.ok for check in checks):
+        return "read the first failure above and fix it"
+    if chapter.redlights:
+        redlight = chapter.redlights[0]
+        return f"the red-light exercise {redlight.id}: {redlight.title} (see the lesson)"
+    return "on to the next chapter"
+
+
+def main() -> None:
+    """Entry point: turn the course's own errors into one paragraph and exit status 2."""
+    try:
+        cli.main(standalone_mode=False, prog_name="course")
+    except click.exceptions.Exit as done:
+        sys.exit(done.exit_code)
+    except click.ClickException as error:
+        error.show()
+        sys.exit(error.exit_code)
+    except click.exceptions.Abort:
+        click.echo("Interrupted; nothing was left half-made.", err=True)
+        sys.exit(130)
+    except CourseError as error:
+        click.echo(f"course: {error}", err=True)
+        sys.exit(error.exit_code)
+    except KeyboardInterrupt:
+        click.echo("Interrupted; nothing was left half-made.", err=True)
+        sys.exit(130)

@@ -1,0 +1,290 @@
+"""Run a snapshot's tests in a fresh, isolated interpreter and read the verdict.
+
+Every point here is a bug someone hit: two snapshots both contain `tiny_pi`,
+so a shared process imports the wrong one; an inherited PYTHONPATH or a stray
+installed plugin changes a learner's results; a stream that never ends hangs
+the whole course; a summary line is not a contract, a JUnit report is.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ElementTree
+from pathlib import Path
+from typing import Sequence
+
+import attrs
+import trio
+from attrs import frozen
+
+# Outcomes of one run.
+PASSED = "passed"
+FAILED = "failed"
+COLLECTION_ERROR = "collection-error"
+NO_TESTS = "no-tests"
+TIMEOUT = "timeout"
+CRASHED = "crashed"
+
+OUTPUT_HEAD = 64 * 1024
+OUTPUT_TAIL = 192 * 1024
+
+# Variables that would let the caller's environment change a snapshot's results.
+_DROPPED_ENV = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTEST_ADDOPTS", "PYTEST_PLUGINS")
+
+
+@frozen
+class TestCase:
+    """One test's verdict from the JUnit report."""
+
+    file: str
+    name: str
+    outcome: str
+    message: str = ""
+
+
+@frozen
+class RunResult:
+    """What one isolated pytest run showed."""
+
+    outcome: str
+    exit_code: int | None
+    tests: tuple[TestCase, ...]
+    output: str
+    duration: float
+    time_limit: float
+    args: tuple[str, ...] = ()
+
+    @property
+    def passed(self) -> int:
+        return sum(1 for case in self.tests if case.outcome == PASSED)
+
+    @property
+    def failed(self) -> int:
+        return sum(1 for case in self.tests if case.outcome in (FAILED, "error"))
+
+    @property
+    def skipped(self) -> int:
+        return sum(1 for case in self.tests if case.outcome == "skipped")
+
+    def passed_in(self, test_file: str) -> int:
+        return sum(1 for case in self.tests if case.file == test_file and case.outcome == PASSED)
+
+    def failed_in(self, test_file: str) -> int:
+        return sum(
+            1 for case in self.tests if case.file == test_file and case.outcome in (FAILED, "error")
+        )
+
+    def case(self, node_id: str) -> TestCase | None:
+        file, _, name = node_id.partition("::")
+        name = name.replace("::", ".")
+        for case in self.tests:
+            if case.file == file and (case.name == name or case.name.endswith("." + name)):
+                return case
+        return None
+
+    def summary(self) -> str:
+        if self.outcome == TIMEOUT:
+            return timeout_message(self.time_limit)
+        parts = [f"{self.passed} passed"]
+        if self.failed:
+            parts.append(f"{self.failed} failed")
+        if self.skipped:
+            parts.append(f"{self.skipped} skipped")
+        if self.outcome == COLLECTION_ERROR:
+            parts.append("error during collection")
+        if self.outcome == CRASHED:
+            parts.append(f"pytest exited with status {self.exit_code}")
+        return ", ".join(parts)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "outcome": self.outcome,
+            "exit_code": self.exit_code,
+            "passed": self.passed,
+            "failed": self.failed,
+            "skipped": self.skipped,
+            "duration": round(self.duration, 3),
+            "args": list(self.args),
+        }
+
+
+def timeout_message(limit: float) -> str:
+    return f"the tests did not finish in {limit:g} s - a stream that never ends?"
+
+
+def isolated_env(base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a test run: the caller's, minus what could leak in."""
+    env = dict(os.environ if base is None else base)
+    for name in _DROPPED_ENV:
+        env.pop(name, None)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def pytest_command(
+    snapshot: Path,
+    report: Path,
+    selection: Sequence[str],
+    plugins: Sequence[str] = (),
+) -> list[str]:
+    """The exact command line of an isolated run (also shown to learners)."""
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "--rootdir",
+        str(snapshot),
+        "-c",
+        str(snapshot / "pytest.ini"),
+        f"--junitxml={report}",
+        "-o",
+        "junit_family=xunit1",
+    ]
+    for plugin in plugins:
+        command += ["-p", plugin]
+    command += list(selection)
+    return command
+
+
+class _BoundedOutput:
+    """Keeps the head and the tail of a stream, so a test printing 100 MB costs nothing."""
+
+    def __init__(self) -> None:
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.dropped = 0
+
+    def add(self, chunk: bytes) -> None:
+        room = OUTPUT_HEAD - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if not chunk:
+            return
+        self.tail += chunk
+        extra = len(self.tail) - OUTPUT_TAIL
+        if extra > 0:
+            del self.tail[:extra]
+            self.dropped += extra
+
+    def text(self) -> str:
+        middle = b""
+        if self.dropped:
+            middle = f"\n[... {self.dropped} bytes of output left out ...]\n".encode()
+        return bytes(self.head + middle + self.tail).decode("utf-8", "replace")
+
+
+async def run_pytest(
+    snapshot: Path,
+    selection: Sequence[str] = (),
+    *,
+    plugins: Sequence[str] = (),
+    time_limit: float = 30.0,
+) -> RunResult:
+    """Run pytest in `snapshot` in its own interpreter and process group.
+
+    Waits at most `time_limit` seconds; then the whole process group is
+    killed, children included, and the result says so.
+    """
+    snapshot = snapshot.resolve()
+    with tempfile.TemporaryDirectory(prefix="course-run-") as scratch:
+        report = Path(scratch) / "report.xml"
+        command = pytest_command(snapshot, report, selection, plugins)
+        output = _BoundedOutput()
+        started = time.monotonic()
+        exit_code: int | None = None
+        process = await trio.lowlevel.open_process(
+            command,
+            cwd=str(snapshot),
+            env=isolated_env(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            with trio.move_on_after(time_limit):
+                await _drain(process, output)
+                exit_code = await process.wait()
+        finally:
+            _kill_group(process)
+            with trio.CancelScope(shield=True):
+                await process.wait()
+        duration = time.monotonic() - started
+        tests = _read_report(report, snapshot)
+    outcome = TIMEOUT if exit_code is None else _outcome(exit_code)
+    return RunResult(
+        outcome=outcome,
+        exit_code=exit_code,
+        tests=tests,
+        output=output.text(),
+        duration=duration,
+        time_limit=time_limit,
+        args=tuple(selection),
+    )
+
+
+async def _drain(process: trio.Process, output: _BoundedOutput) -> None:
+    assert process.stdout is not None
+    async with process.stdout:
+        while True:
+            chunk = await process.stdout.receive_some(65536)
+            if not chunk:
+                return
+            output.add(chunk)
+
+
+def _kill_group(process: trio.Process) -> None:
+    """Kill the run and anything it left behind in its process group."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _outcome(exit_code: int) -> str:
+    return {0: PASSED, 1: FAILED, 2: COLLECTION_ERROR, 5: NO_TESTS}.get(exit_code, CRASHED)
+
+
+def _read_report(report: Path, snapshot: Path) -> tuple[TestCase, ...]:
+    """Read test verdicts from pytest's JUnit XML (absent when pytest never got that far)."""
+    try:
+        tree = ElementTree.parse(report)
+    except (OSError, ElementTree.ParseError):
+        return ()
+    cases = []
+    for element in tree.iter("testcase"):
+        cases.append(_case(element, snapshot))
+    return tuple(cases)
+
+
+def _case(element: ElementTree.Element, snapshot: Path) -> TestCase:
+    file = element.get("file") or ""
+    classname = element.get("classname") or ""
+    name = element.get("name") or ""
+    if not file and classname:
+        file = classname.replace(".", "/") + ".py"
+    elif not file:
+        file = name.replace(".", "/") + ".py"
+    outcome, message = PASSED, ""
+    for child in element:
+        if child.tag in ("failure", "error"):
+            outcome = FAILED if child.tag == "failure" else "error"
+            message = child.get("message") or ""
+            break
+        if child.tag == "skipped":
+            outcome, message = "skipped", child.get("message") or ""
+    module = file[:-3].replace("/", ".") if file.endswith(".py") else ""
+    if module and classname.startswith(module):
+        inner = classname[len(module) :].lstrip(".")
+        name = f"{inner}.{name}" if inner else name
+    return TestCase(file=file, name=name, outcome=outcome, message=message)
