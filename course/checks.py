@@ -162,10 +162,9 @@ def _count_check(chapter: Chapter, kind: str, name: str, owner: Chapter, run: Ru
 def _counts(run: RunResult, passed: int, failed: int) -> str:
     if run.outcome == TIMEOUT:
         return run.summary()
-    text = f"{passed}/{passed + failed} passed"
     if run.outcome == COLLECTION_ERROR:
-        text += ", error during collection"
-    return text
+        return "the tests could not be collected (an import or syntax error), 0 ran"
+    return f"{passed}/{passed + failed} passed"
 
 
 async def _check_lab(chapter: Chapter, lab: Lab, limiter: trio.CapacityLimiter) -> Check:

@@ -16,7 +16,8 @@ from course import output
 from course.cards import render_learning
 from course.catalog import Catalog, Chapter, find_root, load_catalog
 from course.checks import check_practice, excerpt, prove_chapter, verify
-from course.errors import CourseError, UsageError
+from course.errors import CourseError
+from course.failures import digest
 from course.progress import save_result
 from course.runner import run_pytest
 from course.workspace import check_practice_target, make_practice_dir, practice_is_usable
@@ -81,7 +82,7 @@ def checkpoint(ctx: _Context, chapter_id: str, as_json: bool) -> None:
     """Locate a chapter's parent and target and prove its story holds."""
     chapter = ctx.chapter(chapter_id)
     if not as_json:
-        output.chapter_header(chapter, str(ctx.root))
+        output.chapter_header(chapter)
         output.locations(chapter)
         click.echo("\nProving the story, each check in its own throw-away copy:")
     started = time.monotonic()
@@ -175,7 +176,10 @@ def test_command(ctx: _Context, chapter_id: str, directory: str | None, lab_id: 
     if as_json:
         output.emit_json(output.report("test", checks, duration, chapter=chapter.name, directory=str(target), next=next_step))
     else:
-        output.checklist(checks)
+        output.checklist(checks, details=False)
+        failing = next((check for check in checks if not check.ok and check.run is not None), None)
+        if failing is not None:
+            output.digest(digest(failing.run, chapter))
         output.summary_line(checks, duration, "Green", "Not yet")
         click.echo(f"Next: {next_step}")
     sys.exit(0 if all(check.ok for check in checks) else 1)

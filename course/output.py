@@ -7,7 +7,6 @@ command either builds a report for `emit_json` or lines for `echo`.
 from __future__ import annotations
 
 import json
-import sys
 from typing import Iterable
 
 import click
@@ -36,8 +35,8 @@ def report(command: str, checks: list[Check], duration: float, **extra: object) 
     }
 
 
-def checklist(checks: Iterable[Check], show_chapter: bool = False) -> None:
-    """One line per check; a failed one adds expected, actual and the end of its output."""
+def checklist(checks: Iterable[Check], show_chapter: bool = False, details: bool = True) -> None:
+    """One line per check; a failed one adds expected, actual and (unless told not to) its output."""
     for check in checks:
         mark = OK_MARK if check.ok else FAIL_MARK
         label = f"{check.chapter}: {check.name}" if show_chapter else check.name
@@ -47,7 +46,7 @@ def checklist(checks: Iterable[Check], show_chapter: bool = False) -> None:
         click.echo(f"  {click.style(mark, fg='red', bold=True)} {label}")
         click.echo(f"         expected: {check.expected}")
         click.echo(f"         actual:   {check.actual}")
-        if check.detail:
+        if details and check.detail:
             for line in check.detail.splitlines():
                 click.echo(f"         | {line}")
 
@@ -59,7 +58,7 @@ def summary_line(checks: list[Check], duration: float, success: str, failure: st
     click.echo(click.style(f"{verdict}: {passed}/{len(checks)} checks passed in {duration:.1f} s", fg=colour))
 
 
-def chapter_header(chapter: Chapter, root_label: str) -> None:
+def chapter_header(chapter: Chapter) -> None:
     click.echo(click.style(f"Chapter {chapter.nn}: {chapter.title}", bold=True))
     click.echo(f"  {chapter.summary}")
 
@@ -76,9 +75,10 @@ def locations(chapter: Chapter) -> None:
     click.echo(f"                  git diff --no-index {base}/parent {base}/target")
 
 
-def warn(message: str) -> None:
-    click.echo(message, err=True)
-
-
-def is_tty() -> bool:
-    return sys.stdout.isatty()
+def digest(lines: list[str]) -> None:
+    """The learner-sized account of the first failure."""
+    if not lines:
+        return
+    click.echo("")
+    for line in lines:
+        click.echo(f"  {line}")

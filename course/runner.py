@@ -32,6 +32,7 @@ CRASHED = "crashed"
 
 OUTPUT_HEAD = 64 * 1024
 OUTPUT_TAIL = 192 * 1024
+DETAILS_LIMIT = 16 * 1024
 
 # Variables that would let the caller's environment change a snapshot's results.
 _DROPPED_ENV = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTEST_ADDOPTS", "PYTEST_PLUGINS")
@@ -45,6 +46,7 @@ class TestCase:
     name: str
     outcome: str
     message: str = ""
+    details: str = ""
 
 
 @frozen
@@ -90,6 +92,8 @@ class RunResult:
     def summary(self) -> str:
         if self.outcome == TIMEOUT:
             return timeout_message(self.time_limit)
+        if self.outcome == COLLECTION_ERROR and not self.passed:
+            return "error during collection: the tests could not be imported"
         parts = [f"{self.passed} passed"]
         if self.failed:
             parts.append(f"{self.failed} failed")
@@ -221,7 +225,7 @@ async def run_pytest(
                 await process.wait()
         duration = time.monotonic() - started
         tests = _read_report(report, snapshot)
-    outcome = TIMEOUT if exit_code is None else _outcome(exit_code)
+    outcome = TIMEOUT if exit_code is None else _outcome(exit_code, tests)
     return RunResult(
         outcome=outcome,
         exit_code=exit_code,
@@ -251,7 +255,9 @@ def _kill_group(process: trio.Process) -> None:
         pass
 
 
-def _outcome(exit_code: int) -> str:
+def _outcome(exit_code: int, tests: tuple[TestCase, ...]) -> str:
+    if exit_code == 4 and any(case.outcome == "error" and not case.name for case in tests):
+        return COLLECTION_ERROR  # node ids in a module that cannot be imported
     return {0: PASSED, 1: FAILED, 2: COLLECTION_ERROR, 5: NO_TESTS}.get(exit_code, CRASHED)
 
 
@@ -274,12 +280,16 @@ def _case(element: ElementTree.Element, snapshot: Path) -> TestCase:
     if not file and classname:
         file = classname.replace(".", "/") + ".py"
     elif not file:
-        file = name.replace(".", "/") + ".py"
-    outcome, message = PASSED, ""
+        # A collection error: pytest names the module, and there is no test name.
+        file, name = name.replace(".", "/") + ".py", ""
+    outcome, message, details = PASSED, "", ""
     for child in element:
         if child.tag in ("failure", "error"):
             outcome = FAILED if child.tag == "failure" else "error"
             message = child.get("message") or ""
+            details = (child.text or "")[-DETAILS_LIMIT:]
+            if message == "collection failure":
+                name = ""
             break
         if child.tag == "skipped":
             outcome, message = "skipped", child.get("message") or ""
@@ -287,4 +297,4 @@ def _case(element: ElementTree.Element, snapshot: Path) -> TestCase:
     if module and classname.startswith(module):
         inner = classname[len(module) :].lstrip(".")
         name = f"{inner}.{name}" if inner else name
-    return TestCase(file=file, name=name, outcome=outcome, message=message)
+    return TestCase(file=file, name=name, outcome=outcome, message=message, details=details)

@@ -1,0 +1,71 @@
+"""Shared helpers: run the real `course` command in a subprocess, and copies of fixture courses.
+
+The CLI is exercised as a learner runs it (a fresh interpreter, real exit
+codes, real stdout/stderr), never through click's in-process test runner.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+CHECKPOINTS = REPO / "checkpoints"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def tree_hash(root: Path) -> str:
+    """A digest of every path and byte under `root`, caches included (they must not appear)."""
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*")):
+        digest.update(path.relative_to(root).as_posix().encode())
+        if path.is_file():
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    session.config.stash[_START_HASH] = tree_hash(CHECKPOINTS)
+
+
+_START_HASH = pytest.StashKey[str]()
+
+
+@pytest.fixture(scope="session")
+def checkpoints_hash_at_start(request: pytest.FixtureRequest) -> str:
+    return request.config.stash[_START_HASH]
+
+
+def course(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
+           timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    """Run `python -m course ARGS` as a user would and capture everything."""
+    full_env = dict(os.environ)
+    full_env.pop("COURSE_ROOT", None)
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "course", *args],
+        cwd=cwd or REPO,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+@pytest.fixture
+def mini_course(tmp_path: Path) -> Path:
+    """A private copy of the one-chapter fixture course, free to break."""
+    root = tmp_path / "mini-course"
+    shutil.copytree(FIXTURES / "mini-course", root)
+    return root
+
+
+def mini(root: Path, *args: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
+    """`course ARGS` against a fixture course."""
+    return course(*args, env={"COURSE_ROOT": str(root)}, **kwargs)  # type: ignore[arg-type]

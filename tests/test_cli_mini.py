@@ -1,0 +1,124 @@
+"""The CLI's verdicts on a tiny fixture course: green when the story holds, a named
+deviation when it does not, exit 2 for bad input. Fast, and free to break."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from conftest import mini, tree_hash
+
+CHAPTER = Path("checkpoints/01-adder")
+
+
+def test_checkpoint_holds_and_prints_a_checklist(mini_course: Path) -> None:
+    result = mini(mini_course, "checkpoint", "01")
+    assert result.returncode == 0, result.stdout + result.stderr
+    for line in ("parent shows the first red light", "lab 1.1 Small - 1/1 passed",
+                 "lab 1.2 Both - 2/2 passed", "red-light 1.R1 Minus",
+                 "the story holds: 5/5 checks passed"):
+        assert line in result.stdout
+
+
+def test_checkpoint_json_is_one_document(mini_course: Path) -> None:
+    result = mini(mini_course, "checkpoint", "adder", "--json")
+    document = json.loads(result.stdout)
+    assert document["ok"] is True and document["chapter"] == "01-adder"
+    kinds = [check["kind"] for check in document["checks"]]
+    assert kinds == ["first-red-light", "focused", "lab", "lab", "redlight"]
+
+
+def test_a_parent_that_is_already_green_is_a_deviation(mini_course: Path) -> None:
+    adder = mini_course / CHAPTER / "target/tiny_pi/adder.py"
+    (mini_course / CHAPTER / "parent/tiny_pi/adder.py").write_text(adder.read_text())
+    result = mini(mini_course, "checkpoint", "1")
+    assert result.returncode == 1
+    assert "[FAIL] parent shows the first red light" in result.stdout
+    assert "expected: collection-error showing \"No module named 'tiny_pi.adder'\"" in result.stdout
+    assert "actual:   passed" in result.stdout
+
+
+def test_a_red_light_that_fails_for_another_reason_is_a_deviation(mini_course: Path) -> None:
+    toml = mini_course / CHAPTER / "chapter.toml"
+    toml.write_text(toml.read_text().replace('fragment = "assert -1 == 3"', 'fragment = "assert 0 == 3"'))
+    result = mini(mini_course, "checkpoint", "1")
+    assert result.returncode == 1
+    assert "failed, but not as documented: output lacks 'assert 0 == 3'" in result.stdout
+
+
+def test_a_patch_that_no_longer_applies_is_named(mini_course: Path) -> None:
+    adder = mini_course / CHAPTER / "target/tiny_pi/adder.py"
+    adder.write_text(adder.read_text().replace("return a + b", "return b + a"))
+    result = mini(mini_course, "checkpoint", "1")
+    assert result.returncode == 1
+    assert "minus.patch: the red-light patch does not apply to target" in result.stdout
+
+
+def test_wrong_lab_count_is_a_deviation(mini_course: Path) -> None:
+    toml = mini_course / CHAPTER / "chapter.toml"
+    toml.write_text(toml.read_text().replace('select = "small"\nexpected_passed = 1', 'select = "small"\nexpected_passed = 2'))
+    result = mini(mini_course, "checkpoint", "1")
+    assert result.returncode == 1
+    assert "expected: 2 passed" in result.stdout and "actual:   1/1 passed" in result.stdout
+
+
+def test_unknown_chapter_and_lab_exit_2_with_the_choices(mini_course: Path, tmp_path: Path) -> None:
+    for args in (("checkpoint", "abc"), ("practice", "99", str(tmp_path / "x")), ("show", "7")):
+        result = mini(mini_course, *args)
+        assert result.returncode == 2, args
+        assert "Valid chapters: 01-adder" in result.stderr
+        assert "Traceback" not in result.stderr
+    assert not (tmp_path / "x").exists()
+    made = mini(mini_course, "practice", "1", str(tmp_path / "p"))
+    assert made.returncode == 0
+    result = mini(mini_course, "test", "1", str(tmp_path / "p"), "--lab", "9.9")
+    assert result.returncode == 2
+    assert "its labs are: 1.1, 1.2" in result.stderr
+
+
+def test_test_command_on_a_dir_that_is_not_a_practice_dir(mini_course: Path, tmp_path: Path) -> None:
+    result = mini(mini_course, "test", "1", str(tmp_path / "missing"))
+    assert result.returncode == 2 and "does not exist" in result.stderr
+    (tmp_path / "plain").mkdir()
+    result = mini(mini_course, "test", "1", str(tmp_path / "plain"))
+    assert result.returncode == 2 and "does not look like a practice dir" in result.stderr
+
+
+def test_a_test_that_never_finishes_is_stopped_and_reported(mini_course: Path, tmp_path: Path) -> None:
+    toml = mini_course / CHAPTER / "chapter.toml"
+    toml.write_text(toml.read_text().replace('first_step = "Write add."', 'first_step = "Write add."\ntime_limit = 2'))
+    directory = tmp_path / "p"
+    assert mini(mini_course, "practice", "1", str(directory)).returncode == 0
+    (directory / "tiny_pi/adder.py").write_text(
+        "import trio\n\ndef add(a, b):\n    trio.run(trio.sleep_forever)\n"
+    )
+    started = time.monotonic()
+    result = mini(mini_course, "test", "1", str(directory), timeout=60)
+    assert time.monotonic() - started < 20
+    assert result.returncode == 1
+    assert "the tests did not finish in 2 s - a stream that never ends?" in result.stdout
+
+
+def test_learner_sees_a_short_readable_failure(mini_course: Path, tmp_path: Path) -> None:
+    directory = tmp_path / "p"
+    mini(mini_course, "practice", "1", str(directory))
+    result = mini(mini_course, "test", "1", str(directory))
+    assert result.returncode == 1
+    assert "could not import the tests in tests/test_01_adder.py" in result.stdout
+    assert "hint: create tiny_pi/adder.py, a teaching file of this chapter" in result.stdout
+    assert "importlib/__init__.py" not in result.stdout, "no pytest internals for learners"
+    (directory / "tiny_pi/adder.py").write_text("def add(a, b):\n    return a * b\n")
+    result = mini(mini_course, "test", "1", str(directory))
+    assert "first failure: tests/test_01_adder.py::test_add_small" in result.stdout
+    assert "assert 2 == 3" in result.stdout
+
+
+def test_verify_json_reports_every_check_per_chapter(mini_course: Path) -> None:
+    before = tree_hash(mini_course / "checkpoints")
+    result = mini(mini_course, "verify", "--json")
+    document = json.loads(result.stdout)
+    assert result.returncode == 0 and document["ok"] is True
+    kinds = {check["kind"] for check in document["checks"]}
+    assert kinds == {"first-red-light", "focused", "lab", "redlight", "lineage", "card"}
+    assert tree_hash(mini_course / "checkpoints") == before

@@ -1,0 +1,1 @@
+"""Author tools: scripts that write course files, each runnable as `python -m tools.NAME`."""

@@ -1,0 +1,47 @@
+"""Regenerate every lesson's checkpoint card from its chapter.toml.
+
+    python -m tools.cards            # rewrite stale cards
+    python -m tools.cards --check    # only report; exit 1 when a card is stale
+
+The card is the one part of a lesson an author must never edit by hand:
+`course verify` fails when it no longer matches chapter.toml.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from course.cards import lesson_card, render_card, with_card
+from course.catalog import find_root, load_catalog
+from course.errors import CourseError
+
+
+@click.command()
+@click.option("--check", is_flag=True, help="Report stale cards without writing.")
+def main(check: bool) -> None:
+    """Rewrite (or check) the checkpoint card of every lesson."""
+    try:
+        catalog = load_catalog(find_root())
+    except CourseError as error:
+        click.echo(f"cards: {error}", err=True)
+        sys.exit(2)
+    stale = []
+    for chapter in catalog.chapters:
+        text = chapter.lesson.read_text(encoding="utf-8")
+        if lesson_card(text) == render_card(chapter):
+            continue
+        stale.append(chapter.name)
+        if not check:
+            chapter.lesson.write_text(with_card(text, chapter), encoding="utf-8")
+            click.echo(f"rewrote the card of {chapter.name}")
+    if check and stale:
+        click.echo("stale cards: " + ", ".join(stale))
+        sys.exit(1)
+    if not stale:
+        click.echo("every card is current")
+
+
+if __name__ == "__main__":
+    main()
