@@ -14,38 +14,14 @@ import trio
 
 from course import output
 from course.cards import render_learning
-from course.catalog import Catalog, Chapter, find_root, load_catalog
+from course.catalog import Chapter
+from course.context import CourseContext, pass_context
 from course.checks import check_practice, excerpt, prove_chapter, verify
 from course.errors import CourseError
 from course.failures import digest
 from course.progress import save_result
 from course.runner import run_pytest
 from course.workspace import check_practice_target, make_practice_dir, practice_is_usable
-
-
-class _Context:
-    """What every command needs: the course root and, lazily, its catalog."""
-
-    def __init__(self) -> None:
-        self.root = find_root()
-        self._catalog: Catalog | None = None
-
-    @property
-    def catalog(self) -> Catalog:
-        if self._catalog is None:
-            self._catalog = load_catalog(self.root)
-        return self._catalog
-
-    def chapter(self, chapter_id: str) -> Chapter:
-        return self.catalog.resolve(chapter_id)
-
-    def practice_dir(self, chapter: Chapter, directory: str | None) -> Path:
-        if directory is None:
-            return self.root / "practice" / chapter.name
-        return Path(directory)
-
-
-pass_context = click.make_pass_decorator(_Context, ensure=True)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -55,7 +31,7 @@ def cli() -> None:
 
 @cli.command("list")
 @pass_context
-def list_command(ctx: _Context) -> None:
+def list_command(ctx: CourseContext) -> None:
     """Chapters, their labs and focused test counts."""
     for chapter in ctx.catalog.chapters:
         click.echo(click.style(f"{chapter.name}  {chapter.title}", bold=True) + f"  [{chapter.mode}]")
@@ -68,7 +44,7 @@ def list_command(ctx: _Context) -> None:
 @cli.command()
 @click.argument("chapter_id")
 @pass_context
-def show(ctx: _Context, chapter_id: str) -> None:
+def show(ctx: CourseContext, chapter_id: str) -> None:
     """The lesson of a chapter, for reading in a terminal."""
     chapter = ctx.chapter(chapter_id)
     click.echo(chapter.lesson.read_text(encoding="utf-8"))
@@ -78,7 +54,7 @@ def show(ctx: _Context, chapter_id: str) -> None:
 @click.argument("chapter_id")
 @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
 @pass_context
-def checkpoint(ctx: _Context, chapter_id: str, as_json: bool) -> None:
+def checkpoint(ctx: CourseContext, chapter_id: str, as_json: bool) -> None:
     """Locate a chapter's parent and target and prove its story holds."""
     chapter = ctx.chapter(chapter_id)
     if not as_json:
@@ -100,7 +76,7 @@ def checkpoint(ctx: _Context, chapter_id: str, as_json: bool) -> None:
 @click.argument("chapter_ids", nargs=-1)
 @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
 @pass_context
-def verify_command(ctx: _Context, chapter_ids: tuple[str, ...], as_json: bool) -> None:
+def verify_command(ctx: CourseContext, chapter_ids: tuple[str, ...], as_json: bool) -> None:
     """Prove every chapter (or the given ones) plus lineage and lesson cards."""
     catalog = ctx.catalog
     chapters = [catalog.resolve(c) for c in chapter_ids] if chapter_ids else list(catalog.chapters)
@@ -121,7 +97,7 @@ def verify_command(ctx: _Context, chapter_ids: tuple[str, ...], as_json: bool) -
 @click.argument("chapter_id")
 @click.argument("directory", required=False)
 @pass_context
-def practice(ctx: _Context, chapter_id: str, directory: str | None) -> None:
+def practice(ctx: CourseContext, chapter_id: str, directory: str | None) -> None:
     """Copy a chapter's starting point into DIRECTORY and show its first red light."""
     chapter = ctx.chapter(chapter_id)
     target = check_practice_target(ctx.practice_dir(chapter, directory), ctx.root)
@@ -162,11 +138,11 @@ def practice(ctx: _Context, chapter_id: str, directory: str | None) -> None:
 @click.option("--lab", "lab_id", help="Run only this lab's selection, e.g. 2.1.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
 @pass_context
-def test_command(ctx: _Context, chapter_id: str, directory: str | None, lab_id: str | None, as_json: bool) -> None:
+def test_command(ctx: CourseContext, chapter_id: str, directory: str | None, lab_id: str | None, as_json: bool) -> None:
     """Run a chapter's focused tests (or one lab) in a practice dir and compare the counts."""
     chapter = ctx.chapter(chapter_id)
     lab = chapter.lab(lab_id) if lab_id else None
-    target = _practice_dir_here(ctx, chapter, directory)
+    target = ctx.learner_dir(chapter, directory)
     practice_is_usable(target)
     started = time.monotonic()
     checks = trio.run(check_practice, chapter, target, lab)
@@ -183,16 +159,6 @@ def test_command(ctx: _Context, chapter_id: str, directory: str | None, lab_id: 
         output.summary_line(checks, duration, "Green", "Not yet")
         click.echo(f"Next: {next_step}")
     sys.exit(0 if all(check.ok for check in checks) else 1)
-
-
-def _practice_dir_here(ctx: _Context, chapter: Chapter, directory: str | None) -> Path:
-    """DIR, else the current directory when it is a practice dir, else the default one."""
-    if directory is not None:
-        return Path(directory)
-    here = Path.cwd()
-    if (here / "LEARNING.md").is_file() and (here / "pytest.ini").is_file():
-        return here
-    return ctx.practice_dir(chapter, None)
 
 
 def _next_step(chapter: Chapter, checks: list, lab: object) -> str:

@@ -1,0 +1,104 @@
+"""Every real chapter: its story holds, its practice dir starts red, its teaching-file
+list is complete, its lesson's code agrees with its target."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import git
+import pytest
+
+from conftest import CHECKPOINTS, REPO, course, tree_hash
+from course.catalog import load_catalog
+from course.lessons import lesson_problems
+
+CATALOG = load_catalog(REPO)
+CHAPTERS = {chapter.nn: chapter for chapter in CATALOG.chapters}
+
+
+@pytest.mark.parametrize("nn", CHAPTERS)
+def test_checkpoint_story_holds(nn: str) -> None:
+    chapter = CHAPTERS[nn]
+    result = course("checkpoint", nn)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"checkpoints/{chapter.name}/parent" in result.stdout
+    assert "git diff --no-index" in result.stdout
+    assert "[ok]   parent shows the first red light" in result.stdout
+    for lab in chapter.labs:
+        assert f"[ok]   lab {lab.id} {lab.title} - {lab.expected_passed}/{lab.expected_passed} passed" in result.stdout
+    total = chapter.expected_passed
+    assert f"[ok]   focused tests pass on target - {total}/{total} passed" in result.stdout
+    for redlight in chapter.redlights:
+        assert f"[ok]   red-light {redlight.id}" in result.stdout
+    assert "the story holds" in result.stdout
+
+
+@pytest.mark.parametrize("nn", CHAPTERS)
+def test_practice_starts_red_and_the_teaching_files_are_enough(nn: str, tmp_path: Path) -> None:
+    chapter = CHAPTERS[nn]
+    directory = tmp_path / "work"
+    result = course("practice", nn, str(directory))
+    assert result.returncode == 0, result.stdout + result.stderr
+    for fragment in chapter.first_red_light.fragments:
+        assert f"seen: {fragment}" in result.stdout
+    assert "This is the expected starting point." in result.stdout
+    assert (directory / "LEARNING.md").read_text().startswith(f"# Chapter {nn}: {chapter.title}")
+    repo = git.Repo(directory)
+    assert len(list(repo.iter_commits())) == 1
+    assert not repo.is_dirty(untracked_files=True), "running the tests must not dirty the learner's repo"
+    for name in chapter.focused_tests:
+        assert (directory / name).read_bytes() == (chapter.parent / name).read_bytes()
+
+    assert course("test", nn, str(directory)).returncode == 1
+
+    for name in chapter.teaching_files:
+        (directory / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(chapter.target / name, directory / name)
+    result = course("test", nn, str(directory), "--json")
+    document = json.loads(result.stdout)
+    assert result.returncode == 0, result.stdout
+    labs = [check for check in document["checks"] if check["kind"] == "lab"]
+    assert [check["ok"] for check in labs] == [True] * len(chapter.labs)
+
+
+def test_practice_never_overwrites_and_refuses_dangerous_dirs(tmp_path: Path) -> None:
+    nn = next(iter(CHAPTERS))
+    directory = tmp_path / "work"
+    assert course("practice", nn, str(directory)).returncode == 0
+    (directory / "mine.txt").write_text("my notes")
+    before = tree_hash(directory)
+    again = course("practice", nn, str(directory))
+    assert again.returncode == 2
+    assert "already exists and is not empty" in again.stderr
+    assert tree_hash(directory) == before
+
+    a_file = tmp_path / "file"
+    a_file.write_text("keep me")
+    result = course("practice", nn, str(a_file))
+    assert result.returncode == 2 and "is not a directory" in result.stderr
+    assert a_file.read_text() == "keep me"
+
+    inside = CHECKPOINTS / "scratch-practice"
+    result = course("practice", nn, str(inside))
+    assert result.returncode == 2 and "inside checkpoints/" in result.stderr
+    assert not inside.exists()
+
+    for dangerous in (str(REPO), "..", "~"):
+        result = course("practice", nn, dangerous, cwd=REPO / "practice")
+        assert result.returncode == 2, dangerous
+
+
+@pytest.mark.parametrize("nn", CHAPTERS)
+def test_lesson_code_agrees_with_the_target(nn: str) -> None:
+    assert lesson_problems(CHAPTERS[nn]) == []
+
+
+def test_verify_proves_the_whole_course() -> None:
+    result = course("verify", "--json")
+    document = json.loads(result.stdout)
+    failed = [check for check in document["checks"] if not check["ok"]]
+    assert result.returncode == 0, json.dumps(failed, indent=2)
+    proven = {check["chapter"] for check in document["checks"]}
+    assert proven == {chapter.name for chapter in CATALOG.chapters}
