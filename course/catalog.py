@@ -95,6 +95,7 @@ class Chapter:
     starter_files: tuple[str, ...] = ()
     lesson_files: tuple[str, ...] = ()
     pytest_plugins: tuple[str, ...] = ()
+    warm_imports: tuple[str, ...] = ()
     time_limit: float = DEFAULT_TIME_LIMIT
 
     @property
@@ -176,9 +177,10 @@ _TOP_KEYS = {
     "starter_files": list,
     "lesson_files": list,
     "pytest_plugins": list,
+    "warm_imports": list,
     "time_limit": (int, float),
 }
-_OPTIONAL_TOP = {"starter_files", "lesson_files", "pytest_plugins", "time_limit"}
+_OPTIONAL_TOP = {"starter_files", "lesson_files", "pytest_plugins", "warm_imports", "time_limit"}
 _RED_LIGHT_KEYS = {"kind": str, "fragments": list, "explanation": str}
 _LAB_KEYS = {
     "id": str,
@@ -252,7 +254,7 @@ def load_chapter(root: Path) -> Chapter:
         raise ChapterError(f"{path}: not valid TOML: {error}") from None
     top = _Reader(path, "")
     top.table(data, _TOP_KEYS, _OPTIONAL_TOP)
-    for key in ("teaching_files", "focused_tests", "starter_files", "lesson_files", "pytest_plugins"):
+    for key in ("teaching_files", "focused_tests", "starter_files", "lesson_files", "pytest_plugins", "warm_imports"):
         if not all(isinstance(v, str) for v in data.get(key, [])):
             raise top.fail(key, "expected a list of strings")
     if data["number"] != int(match.group(1)):
@@ -293,6 +295,7 @@ def load_chapter(root: Path) -> Chapter:
         starter_files=tuple(data.get("starter_files", ())),
         lesson_files=tuple(data.get("lesson_files", ())),
         pytest_plugins=tuple(data.get("pytest_plugins", ())),
+        warm_imports=tuple(data.get("warm_imports", ())),
         time_limit=float(data.get("time_limit", DEFAULT_TIME_LIMIT)),
     )
     _check_files(path, chapter)

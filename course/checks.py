@@ -8,7 +8,6 @@ Independent runs go in parallel, bounded by the number of cores.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Awaitable, Callable
 
@@ -19,7 +18,7 @@ from course.cards import lesson_card, render_card
 from course.catalog import Catalog, Chapter, Lab
 from course.errors import ChapterError
 from course.lineage import lineage_problems
-from course.runner import COLLECTION_ERROR, FAILED, PASSED, TIMEOUT, RunResult, run_pytest
+from course.runner import COLLECTION_ERROR, FAILED, PASSED, TIMEOUT, RunPool, RunResult
 from course.workspace import apply_patch, scratch_copy
 
 
@@ -54,10 +53,6 @@ class Check:
         return data
 
 
-def _limiter() -> trio.CapacityLimiter:
-    return trio.CapacityLimiter(max(1, os.cpu_count() or 1))
-
-
 def excerpt(output: str, lines: int = 25) -> str:
     """The end of a run's output, where pytest puts what went wrong."""
     return "\n".join(output.rstrip().splitlines()[-lines:])
@@ -66,17 +61,17 @@ def excerpt(output: str, lines: int = 25) -> str:
 # A chapter's story ---------------------------------------------------------------
 
 
-async def prove_chapter(
-    catalog: Catalog, chapter: Chapter, limiter: trio.CapacityLimiter | None = None
-) -> list[Check]:
+async def prove_chapter(catalog: Catalog, chapter: Chapter, pool: RunPool | None = None) -> list[Check]:
     """Run every check of `course checkpoint`, each in its own copy, in parallel."""
-    limiter = limiter or _limiter()
+    if pool is None:
+        async with RunPool(chapter.warm_imports) as own_pool:
+            return await prove_chapter(catalog, chapter, own_pool)
     jobs: list[Callable[[], Awaitable[Check | list[Check]]]] = [
-        lambda: _check_parent(chapter, limiter),
-        lambda: _check_target(catalog, chapter, limiter),
+        lambda: _check_parent(chapter, pool),
+        lambda: _check_target(catalog, chapter, pool),
     ]
-    jobs += [lambda lab=lab: _check_lab(chapter, lab, limiter) for lab in chapter.labs]
-    jobs += [lambda i=i: _check_redlight(chapter, i, limiter) for i in range(len(chapter.redlights))]
+    jobs += [lambda lab=lab: _check_lab(chapter, lab, pool) for lab in chapter.labs]
+    jobs += [lambda i=i: _check_redlight(chapter, i, pool) for i in range(len(chapter.redlights))]
     results: list[list[Check]] = [[] for _ in jobs]
 
     async def run_job(index: int) -> None:
@@ -94,21 +89,18 @@ async def _run_copy(
     source: Path,
     label: str,
     selection: tuple[str, ...],
-    limiter: trio.CapacityLimiter,
+    pool: RunPool,
     patch: Path | None = None,
 ) -> RunResult:
-    async with limiter:
-        with scratch_copy(source, label) as copy:
-            if patch is not None:
-                await apply_patch(copy, patch)
-            return await run_pytest(
-                copy, selection, plugins=chapter.pytest_plugins, time_limit=chapter.time_limit
-            )
+    with scratch_copy(source, label) as copy:
+        if patch is not None:
+            await apply_patch(copy, patch)
+        return await pool.run(copy, selection, plugins=chapter.pytest_plugins, time_limit=chapter.time_limit)
 
 
-async def _check_parent(chapter: Chapter, limiter: trio.CapacityLimiter) -> Check:
+async def _check_parent(chapter: Chapter, pool: RunPool) -> Check:
     red = chapter.first_red_light
-    run = await _run_copy(chapter, chapter.parent, "parent", chapter.focused_tests, limiter)
+    run = await _run_copy(chapter, chapter.parent, "parent", chapter.focused_tests, pool)
     missing = [fragment for fragment in red.fragments if fragment not in run.output]
     ok = run.outcome == red.kind and not missing
     actual = f"{run.outcome}: {run.summary()}"
@@ -127,11 +119,11 @@ async def _check_parent(chapter: Chapter, limiter: trio.CapacityLimiter) -> Chec
     )
 
 
-async def _check_target(catalog: Catalog, chapter: Chapter, limiter: trio.CapacityLimiter) -> list[Check]:
+async def _check_target(catalog: Catalog, chapter: Chapter, pool: RunPool) -> list[Check]:
     """One run of every test file on target: this chapter's and every earlier one's."""
     earlier = catalog.earlier(chapter)
     files = tuple(dict.fromkeys(f for c in (*earlier, chapter) for f in c.focused_tests))
-    run = await _run_copy(chapter, chapter.target, "target", files, limiter)
+    run = await _run_copy(chapter, chapter.target, "target", files, pool)
     checks = [_count_check(chapter, "focused", "focused tests pass on target", chapter, run)]
     for previous in earlier:
         checks.append(
@@ -167,8 +159,8 @@ def _counts(run: RunResult, passed: int, failed: int) -> str:
     return f"{passed}/{passed + failed} passed"
 
 
-async def _check_lab(chapter: Chapter, lab: Lab, limiter: trio.CapacityLimiter) -> Check:
-    run = await _run_copy(chapter, chapter.target, f"lab-{lab.id}", lab_selection(chapter, lab), limiter)
+async def _check_lab(chapter: Chapter, lab: Lab, pool: RunPool) -> Check:
+    run = await _run_copy(chapter, chapter.target, f"lab-{lab.id}", lab_selection(chapter, lab), pool)
     return lab_check(chapter, lab, run)
 
 
@@ -195,7 +187,7 @@ def lab_selection(chapter: Chapter, lab: Lab) -> tuple[str, ...]:
     return lab.pytest_args()
 
 
-async def _check_redlight(chapter: Chapter, index: int, limiter: trio.CapacityLimiter) -> Check:
+async def _check_redlight(chapter: Chapter, index: int, pool: RunPool) -> Check:
     redlight = chapter.redlights[index]
     expected = f"{redlight.test} fails showing {redlight.fragment!r}"
     base = dict(chapter=chapter.name, kind="redlight", name=f"red-light {redlight.id} {redlight.title}")
@@ -205,7 +197,7 @@ async def _check_redlight(chapter: Chapter, index: int, limiter: trio.CapacityLi
             chapter.target,
             f"redlight-{redlight.id}",
             (redlight.test,),
-            limiter,
+            pool,
             patch=chapter.root / redlight.patch,
         )
     except ChapterError as error:
@@ -272,15 +264,15 @@ def integrity_checks(catalog: Catalog, chapter: Chapter) -> list[Check]:
 
 async def verify(catalog: Catalog, chapters: list[Chapter]) -> list[Check]:
     """The whole course's proof: every chapter's story plus integrity, in chapter order."""
-    limiter = _limiter()
     results: dict[str, list[Check]] = {}
 
-    async def prove(chapter: Chapter) -> None:
-        results[chapter.name] = await prove_chapter(catalog, chapter, limiter)
+    async def prove(chapter: Chapter, pool: RunPool) -> None:
+        results[chapter.name] = await prove_chapter(catalog, chapter, pool)
 
-    async with trio.open_nursery() as nursery:
+    imports = [name for chapter in chapters for name in chapter.warm_imports]
+    async with RunPool(imports) as pool, trio.open_nursery() as nursery:
         for chapter in chapters:
-            nursery.start_soon(prove, chapter)
+            nursery.start_soon(prove, chapter, pool)
     checks = []
     for chapter in chapters:
         checks += results[chapter.name]
@@ -291,26 +283,28 @@ async def verify(catalog: Catalog, chapters: list[Chapter]) -> list[Check]:
 # A learner's practice dir ------------------------------------------------------------
 
 
-async def check_practice(chapter: Chapter, directory: Path, lab: Lab | None = None) -> list[Check]:
+async def check_practice(
+    chapter: Chapter, directory: Path, lab: Lab | None = None, pool: RunPool | None = None
+) -> list[Check]:
     """Run a learner's tests in place (their dir is a snapshot of its own) and compare counts."""
-    limiter = _limiter()
+    if pool is None:
+        async with RunPool(chapter.warm_imports) as own_pool:
+            return await check_practice(chapter, directory, lab, own_pool)
     labs = [lab] if lab is not None else list(chapter.labs)
     checks: list[Check | None] = [None] * (len(labs) + (0 if lab else 1))
 
     async def run_lab(index: int, one: Lab) -> None:
-        async with limiter:
-            run = await run_pytest(
-                directory, lab_selection(chapter, one), plugins=chapter.pytest_plugins,
-                time_limit=chapter.time_limit,
-            )
+        run = await pool.run(
+            directory, lab_selection(chapter, one), plugins=chapter.pytest_plugins,
+            time_limit=chapter.time_limit,
+        )
         checks[index] = lab_check(chapter, one, run)
 
     async def run_focused() -> None:
-        async with limiter:
-            run = await run_pytest(
-                directory, chapter.focused_tests, plugins=chapter.pytest_plugins,
-                time_limit=chapter.time_limit,
-            )
+        run = await pool.run(
+            directory, chapter.focused_tests, plugins=chapter.pytest_plugins,
+            time_limit=chapter.time_limit,
+        )
         checks[-1] = _count_check(chapter, "focused", "all focused tests", chapter, run)
 
     async with trio.open_nursery() as nursery:

@@ -8,15 +8,19 @@ the whole course; a summary line is not a contract, a JUnit report is.
 
 from __future__ import annotations
 
+import array
+import json
 import os
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import time
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
-from typing import Sequence
+from typing import Awaitable, Callable, Sequence
 
 import attrs
 import trio
@@ -33,6 +37,7 @@ CRASHED = "crashed"
 OUTPUT_HEAD = 64 * 1024
 OUTPUT_TAIL = 192 * 1024
 DETAILS_LIMIT = 16 * 1024
+WARM_START_LIMIT = 20.0
 
 # Variables that would let the caller's environment change a snapshot's results.
 _DROPPED_ENV = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTEST_ADDOPTS", "PYTEST_PLUGINS")
@@ -187,14 +192,131 @@ class _BoundedOutput:
         return bytes(self.head + middle + self.tail).decode("utf-8", "replace")
 
 
+class _Launched:
+    """A started run, however it was started: its process group, output and exit."""
+
+    def __init__(self, pid: int, output: trio.abc.ReceiveStream, wait: Callable[[], Awaitable[int]]) -> None:
+        self.pid = pid
+        self.output = output
+        self.wait = wait
+
+
+async def _launch_cold(command: list[str], cwd: Path) -> _Launched:
+    """A brand-new interpreter: the reference behaviour, and the fallback."""
+    process = await trio.lowlevel.open_process(
+        command,
+        cwd=str(cwd),
+        env=isolated_env(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    assert process.stdout is not None
+    return _Launched(process.pid, process.stdout, process.wait)
+
+
+class WarmWorker:
+    """The client side of `course/warm.py`: one worker process per command.
+
+    Starting it costs one interpreter start-up; every run after that costs a
+    fork. When it cannot start (no fork, no Unix sockets, COURSE_WARM=0),
+    runs fall back to a cold interpreter each.
+    """
+
+    def __init__(self, process: trio.Process, folder: Path) -> None:
+        self._process = process
+        self._folder = folder
+        self.socket_path = folder / "warm.sock"
+
+    @classmethod
+    async def start(cls, imports: Sequence[str] = ()) -> WarmWorker | None:
+        if os.environ.get("COURSE_WARM", "1") == "0" or not hasattr(os, "fork"):
+            return None
+        folder = Path(tempfile.mkdtemp(prefix="course-warm-"))
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            listener.bind(str(folder / "warm.sock"))
+            listener.listen(64)
+            process = await trio.lowlevel.open_process(
+                [sys.executable, "-P", str(Path(__file__).with_name("warm.py")), str(listener.fileno()), *imports],
+                cwd=str(folder),
+                env=isolated_env(),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                pass_fds=(listener.fileno(),),
+                start_new_session=True,
+            )
+        finally:
+            listener.close()
+        worker = cls(process, folder)
+        assert process.stdout is not None
+        with trio.move_on_after(WARM_START_LIMIT):
+            if (await process.stdout.receive_some(64)).startswith(b"ready"):
+                return worker
+        worker.close()
+        return None
+
+    async def launch(self, args: list[str], cwd: Path) -> _Launched:
+        read_end, write_end = os.pipe()
+        connection = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            await connection.connect(str(self.socket_path))
+            request = json.dumps({"cwd": str(cwd), "args": args}).encode() + b"\n"
+            fds = array.array("i", [write_end]).tobytes()
+            await connection.sendmsg([request], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
+        except BaseException:
+            os.close(read_end)
+            connection.close()
+            raise
+        finally:
+            os.close(write_end)
+        lines = _Lines(connection)
+        pid = int((await lines.next())["pid"])
+
+        async def wait() -> int:
+            try:
+                return int((await lines.next())["exit"])
+            finally:
+                connection.close()
+
+        return _Launched(pid, trio.lowlevel.FdStream(read_end), wait)
+
+    def close(self) -> None:
+        try:
+            os.killpg(self._process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        shutil.rmtree(self._folder, ignore_errors=True)
+
+
+class _Lines:
+    """Newline-separated JSON messages from the worker."""
+
+    def __init__(self, connection: trio.socket.SocketType) -> None:
+        self._connection = connection
+        self._buffer = b""
+
+    async def next(self) -> dict[str, object]:
+        while b"\n" not in self._buffer:
+            chunk = await self._connection.recv(4096)
+            if not chunk:
+                raise ConnectionError("the warm worker went away")
+            self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return json.loads(line)
+
+
 async def run_pytest(
     snapshot: Path,
     selection: Sequence[str] = (),
     *,
     plugins: Sequence[str] = (),
     time_limit: float = 30.0,
+    worker: WarmWorker | None = None,
 ) -> RunResult:
-    """Run pytest in `snapshot` in its own interpreter and process group.
+    """Run pytest in `snapshot` in a process and process group of its own.
 
     Waits at most `time_limit` seconds; then the whole process group is
     killed, children included, and the result says so.
@@ -206,23 +328,20 @@ async def run_pytest(
         output = _BoundedOutput()
         started = time.monotonic()
         exit_code: int | None = None
-        process = await trio.lowlevel.open_process(
-            command,
-            cwd=str(snapshot),
-            env=isolated_env(),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        if worker is not None:
+            launched = await worker.launch(command[3:], snapshot)
+        else:
+            launched = await _launch_cold(command, snapshot)
         try:
             with trio.move_on_after(time_limit):
-                await _drain(process, output)
-                exit_code = await process.wait()
+                await _drain(launched.output, output)
+                exit_code = await launched.wait()
         finally:
-            _kill_group(process)
+            _kill_group(launched.pid)
             with trio.CancelScope(shield=True):
-                await process.wait()
+                if exit_code is None:
+                    with trio.move_on_after(5):
+                        await launched.wait()
         duration = time.monotonic() - started
         tests = _read_report(report, snapshot)
     outcome = TIMEOUT if exit_code is None else _outcome(exit_code, tests)
@@ -237,20 +356,19 @@ async def run_pytest(
     )
 
 
-async def _drain(process: trio.Process, output: _BoundedOutput) -> None:
-    assert process.stdout is not None
-    async with process.stdout:
+async def _drain(stream: trio.abc.ReceiveStream, output: _BoundedOutput) -> None:
+    async with stream:
         while True:
-            chunk = await process.stdout.receive_some(65536)
+            chunk = await stream.receive_some(65536)
             if not chunk:
                 return
             output.add(chunk)
 
 
-def _kill_group(process: trio.Process) -> None:
+def _kill_group(pid: int) -> None:
     """Kill the run and anything it left behind in its process group."""
     try:
-        os.killpg(process.pid, signal.SIGKILL)
+        os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
 
@@ -298,3 +416,45 @@ def _case(element: ElementTree.Element, snapshot: Path) -> TestCase:
         inner = classname[len(module) :].lstrip(".")
         name = f"{inner}.{name}" if inner else name
     return TestCase(file=file, name=name, outcome=outcome, message=message, details=details)
+
+
+class RunPool:
+    """The runs of one command: parallel up to the number of cores, warm when possible.
+
+    Use as `async with RunPool() as pool:`; the warm worker lives exactly as
+    long as the block, so no process outlives the command.
+    """
+
+    def __init__(self, warm_imports: Sequence[str] = (), warm: bool = True) -> None:
+        self._limiter = trio.CapacityLimiter(max(1, os.cpu_count() or 1))
+        self._warm = warm
+        self._warm_imports = tuple(dict.fromkeys(warm_imports))
+        self.worker: WarmWorker | None = None
+
+    async def __aenter__(self) -> RunPool:
+        if self._warm:
+            self.worker = await WarmWorker.start(self._warm_imports)
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        if self.worker is not None:
+            self.worker.close()
+            self.worker = None
+
+    @property
+    def limiter(self) -> trio.CapacityLimiter:
+        return self._limiter
+
+    async def run(
+        self,
+        snapshot: Path,
+        selection: Sequence[str],
+        *,
+        plugins: Sequence[str] = (),
+        time_limit: float = 30.0,
+    ) -> RunResult:
+        """One isolated run; waits for a free core first."""
+        async with self._limiter:
+            return await run_pytest(
+                snapshot, selection, plugins=plugins, time_limit=time_limit, worker=self.worker
+            )

@@ -7,9 +7,10 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
 import trio
 
-from course.runner import COLLECTION_ERROR, FAILED, PASSED, TIMEOUT, isolated_env, run_pytest
+from course.runner import COLLECTION_ERROR, FAILED, PASSED, TIMEOUT, RunPool, isolated_env
 
 
 def snapshot(root: Path, tests: str, package: str | None = None) -> Path:
@@ -23,11 +24,22 @@ def snapshot(root: Path, tests: str, package: str | None = None) -> Path:
     return root
 
 
-def run(path: Path, *selection: str, limit: float = 30.0):
-    return trio.run(lambda: run_pytest(path, selection, time_limit=limit))
+@pytest.fixture(params=["cold", "warm"])
+def run(request: pytest.FixtureRequest):
+    """Every runner test holds for a fresh interpreter and for a fork of the warm worker."""
+
+    def go(path: Path, *selection: str, limit: float = 30.0):
+        async def main():
+            async with RunPool(warm=request.param == "warm") as pool:
+                assert (pool.worker is not None) == (request.param == "warm")
+                return await pool.run(path, selection, time_limit=limit)
+
+        return trio.run(main)
+
+    return go
 
 
-def test_counts_come_from_the_junit_report(tmp_path: Path) -> None:
+def test_counts_come_from_the_junit_report(tmp_path: Path, run) -> None:
     snap = snapshot(tmp_path / "s", """
         def test_one(): pass
         def test_two(): assert 1 == 2
@@ -41,14 +53,14 @@ def test_counts_come_from_the_junit_report(tmp_path: Path) -> None:
     assert "assert 1 == 2" in result.case("tests/test_x.py::test_two").message
 
 
-def test_collection_error_is_its_own_outcome(tmp_path: Path) -> None:
+def test_collection_error_is_its_own_outcome(tmp_path: Path, run) -> None:
     snap = snapshot(tmp_path / "s", "from tiny_pi.nowhere import thing\ndef test_x(): pass\n")
     result = run(snap)
     assert result.outcome == COLLECTION_ERROR
     assert "No module named 'tiny_pi'" in result.output
 
 
-def test_a_run_never_sees_the_callers_pythonpath_or_another_tiny_pi(tmp_path: Path, monkeypatch) -> None:
+def test_a_run_never_sees_the_callers_pythonpath_or_another_tiny_pi(tmp_path: Path, monkeypatch, run) -> None:
     intruder = tmp_path / "intruder"
     (intruder / "tiny_pi").mkdir(parents=True)
     (intruder / "tiny_pi" / "__init__.py").write_text("WHO = 'intruder'\n")
@@ -70,7 +82,7 @@ def test_a_run_never_sees_the_callers_pythonpath_or_another_tiny_pi(tmp_path: Pa
     assert not (snap / ".pytest_cache").exists()
 
 
-def test_an_endless_test_is_killed_at_the_time_limit_with_its_children(tmp_path: Path) -> None:
+def test_an_endless_test_is_killed_at_the_time_limit_with_its_children(tmp_path: Path, run) -> None:
     pid_file = tmp_path / "child.pid"
     snap = snapshot(tmp_path / "s", f"""
         import subprocess, trio
@@ -102,7 +114,7 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def test_huge_output_is_bounded(tmp_path: Path) -> None:
+def test_huge_output_is_bounded(tmp_path: Path, run) -> None:
     snap = snapshot(tmp_path / "s", """
         import sys
         def test_loud():
@@ -123,18 +135,42 @@ def test_isolated_env_drops_what_could_change_results() -> None:
     assert "PYTHONPATH" not in env and "PYTEST_PLUGINS" not in env and "PYTEST_ADDOPTS" not in env
 
 
-def test_concurrent_runs_do_not_share_a_process(tmp_path: Path) -> None:
-    one = snapshot(tmp_path / "one", "import tiny_pi\ndef test_x(): assert tiny_pi.WHO == 'one'\n", package="WHO = 'one'\n")
-    two = snapshot(tmp_path / "two", "import tiny_pi\ndef test_x(): assert tiny_pi.WHO == 'two'\n", package="WHO = 'two'\n")
+@pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
+def test_concurrent_runs_never_see_each_others_tiny_pi(tmp_path: Path, warm: bool) -> None:
+    """Many runs of two snapshots, interleaved on one worker: each imports only its own package."""
+    check = """
+import sys, tiny_pi
+from pathlib import Path
+def test_x():
+    assert tiny_pi.WHO == Path.cwd().name
+    assert Path(tiny_pi.__file__).resolve().parent.parent == Path.cwd().resolve()
+    assert "course" not in sys.modules, "the course tool leaked into a run"
+"""
+    one = snapshot(tmp_path / "one", check, package="WHO = 'one'\n")
+    two = snapshot(tmp_path / "two", check, package="WHO = 'two'\n")
+    results = []
 
-    async def both():
-        results = {}
-        async with trio.open_nursery() as nursery:
-            for snap in (one, two):
+    async def main():
+        async with RunPool(warm=warm) as pool, trio.open_nursery() as nursery:
+            for snap in (one, two, one, two, one, two):
                 async def go(s=snap):
-                    results[s.name] = await run_pytest(s, time_limit=30)
+                    results.append(await pool.run(s, (), time_limit=30))
                 nursery.start_soon(go)
-        return results
 
-    results = trio.run(both)
-    assert results["one"].outcome == PASSED and results["two"].outcome == PASSED
+    trio.run(main)
+    assert [r.outcome for r in results] == [PASSED] * 6, [r.output for r in results]
+
+
+def test_the_warm_worker_never_imports_tiny_pi_or_the_course(tmp_path: Path) -> None:
+    snap = snapshot(tmp_path / "s", """
+import sys
+def test_modules_before_the_test_imported_anything():
+    assert not [m for m in sys.modules if m.startswith(("tiny_pi", "course", "tests."))]
+""")
+
+    async def main():
+        async with RunPool(warm=True) as pool:
+            return await pool.run(snap, (), time_limit=30)
+
+    result = trio.run(main)
+    assert result.outcome == PASSED, result.output
