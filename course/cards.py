@@ -8,11 +8,14 @@ generated one cannot. The lesson keeps its card between two markers, which
 from __future__ import annotations
 
 import shlex
+from typing import Sequence
 
 from course.catalog import Chapter, Lab
 
 CARD_BEGIN = "<!-- card:begin -->"
 CARD_END = "<!-- card:end -->"
+CHAPTERS_BEGIN = "<!-- chapters:begin -->"
+CHAPTERS_END = "<!-- chapters:end -->"
 
 
 def plain_pytest(chapter: Chapter, lab: Lab | None = None) -> str:
@@ -103,20 +106,39 @@ def render_learning(chapter: Chapter) -> str:
     return "\n".join(parts)
 
 
+def render_chapter_list(chapters: Sequence[Chapter]) -> str:
+    """The README's chapter table, so titles and counts are written only in chapter.toml."""
+    lines = ["| Chapter | Title | Mode | Labs | Focused tests |", "| --- | --- | --- | --- | --- |"]
+    for chapter in chapters:
+        labs = ", ".join(lab.id for lab in chapter.labs)
+        lesson = f"[{chapter.name}](checkpoints/{chapter.name}/README.md)"
+        lines.append(f"| {lesson} | {chapter.title} | {chapter.mode} | {labs} | {chapter.expected_passed} |")
+    return "\n".join(lines) + "\n"
+
+
+def between(text: str, begin: str, end: str) -> str | None:
+    """What stands between two marker lines, or None when the markers are missing."""
+    start = text.find(begin)
+    stop = text.find(end)
+    if start < 0 or stop < start:
+        return None
+    return text[start + len(begin) : stop].strip("\n") + "\n"
+
+
+def replace_between(text: str, begin: str, end: str, content: str) -> str:
+    """`text` with `content` between the markers; the markers must be there."""
+    start = text.find(begin)
+    stop = text.find(end)
+    if start < 0 or stop < start:
+        raise ValueError(f"the markers {begin} / {end} are missing")
+    return text[: start + len(begin)] + "\n" + content + text[stop:]
+
+
 def lesson_card(text: str) -> str | None:
     """The card currently in a lesson's text, or None when the markers are missing."""
-    start = text.find(CARD_BEGIN)
-    end = text.find(CARD_END)
-    if start < 0 or end < start:
-        return None
-    return text[start + len(CARD_BEGIN) : end].strip("\n") + "\n"
+    return between(text, CARD_BEGIN, CARD_END)
 
 
 def with_card(text: str, chapter: Chapter) -> str:
     """The lesson's text with a freshly generated card between the markers."""
-    start = text.find(CARD_BEGIN)
-    end = text.find(CARD_END)
-    if start < 0 or end < start:
-        raise ValueError(f"{chapter.lesson}: the card markers {CARD_BEGIN} / {CARD_END} are missing")
-    head = text[: start + len(CARD_BEGIN)]
-    return head + "\n" + render_card(chapter) + text[end:]
+    return replace_between(text, CARD_BEGIN, CARD_END, render_card(chapter))

@@ -14,7 +14,7 @@ from typing import Awaitable, Callable
 import trio
 from attrs import field, frozen
 
-from course.cards import lesson_card, render_card
+from course.cards import CHAPTERS_BEGIN, CHAPTERS_END, between, lesson_card, render_card, render_chapter_list
 from course.catalog import Catalog, Chapter, Lab
 from course.errors import ChapterError
 from course.lineage import lineage_problems
@@ -277,7 +277,28 @@ async def verify(catalog: Catalog, chapters: list[Chapter]) -> list[Check]:
     for chapter in chapters:
         checks += results[chapter.name]
         checks += integrity_checks(catalog, chapter)
-    return checks
+    return checks + readme_checks(catalog)
+
+
+def readme_checks(catalog: Catalog) -> list[Check]:
+    """The README's chapter list is generated too; a stale one misleads every newcomer."""
+    readme = catalog.root / "README.md"
+    if not readme.is_file():
+        return []
+    current = between(readme.read_text(encoding="utf-8"), CHAPTERS_BEGIN, CHAPTERS_END)
+    if current is None:
+        return []
+    ok = current == render_chapter_list(catalog.chapters)
+    return [
+        Check(
+            chapter="course",
+            kind="readme",
+            name="README chapter list generated from chapter.toml",
+            ok=ok,
+            expected="the README lists every chapter as chapter.toml says",
+            actual="it does" if ok else "the list is stale: run `python -m tools.cards`",
+        )
+    ]
 
 
 # A learner's practice dir ------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Regenerate every lesson's checkpoint card from its chapter.toml.
+"""Regenerate every lesson's checkpoint card, and the README's chapter list, from chapter.toml.
 
     python -m tools.cards            # rewrite stale cards
     python -m tools.cards --check    # only report; exit 1 when a card is stale
@@ -13,7 +13,16 @@ import sys
 
 import click
 
-from course.cards import lesson_card, render_card, with_card
+from course.cards import (
+    CHAPTERS_BEGIN,
+    CHAPTERS_END,
+    between,
+    lesson_card,
+    render_card,
+    render_chapter_list,
+    replace_between,
+    with_card,
+)
 from course.catalog import find_root, load_catalog
 from course.errors import CourseError
 
@@ -28,6 +37,15 @@ def main(check: bool) -> None:
         click.echo(f"cards: {error}", err=True)
         sys.exit(2)
     stale = []
+    readme = catalog.root / "README.md"
+    if readme.is_file():
+        text = readme.read_text(encoding="utf-8")
+        chapters = render_chapter_list(catalog.chapters)
+        if between(text, CHAPTERS_BEGIN, CHAPTERS_END) not in (None, chapters):
+            stale.append("README.md")
+            if not check:
+                readme.write_text(replace_between(text, CHAPTERS_BEGIN, CHAPTERS_END, chapters), encoding="utf-8")
+                click.echo("rewrote the chapter list of README.md")
     for chapter in catalog.chapters:
         text = chapter.lesson.read_text(encoding="utf-8")
         if lesson_card(text) == render_card(chapter):

@@ -1,0 +1,204 @@
+"""Benchmark the course's feedback loop against plain pytest, in one run, side by side.
+
+    python -m tools.bench            # every measurement, median of 5 after a warm-up
+    python -m tools.bench --runs 9 --markdown
+
+Absolute seconds depend on the machine, so every goal is a ratio against a
+baseline measured in the same run (or, for `verify`, a wall-clock budget on
+the reference 2-core machine). The teaching-code measurements run inside a
+copy of the chapter's target, with the learner's own code.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+from typing import Callable
+
+import attrs
+import click
+
+from course.catalog import Catalog, Chapter, find_root, load_catalog
+from course.runner import isolated_env
+from course.workspace import copy_snapshot
+
+
+@attrs.frozen
+class Row:
+    """One line of the table: a measurement, its baseline and the goal for their ratio."""
+
+    what: str
+    seconds: float
+    baseline: str
+    baseline_seconds: float | None
+    goal: str
+    ok: bool
+
+    @property
+    def ratio(self) -> float | None:
+        if self.baseline_seconds is None:
+            return None
+        return self.seconds / self.baseline_seconds
+
+
+def median_time(action: Callable[[], object], runs: int) -> float:
+    """Median wall time of `runs` calls after one warm-up call."""
+    action()
+    samples = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        action()
+        samples.append(time.perf_counter() - started)
+    return statistics.median(samples)
+
+
+def _run(command: list[str], cwd: Path, env: dict[str, str] | None = None, ok_codes: tuple[int, ...] = (0,)) -> None:
+    result = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)
+    if result.returncode not in ok_codes:
+        raise click.ClickException(f"{' '.join(command)} exited {result.returncode}:\n{result.stdout[-2000:]}{result.stderr[-2000:]}")
+
+
+def course_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "course", *args]
+
+
+def plain_pytest(chapter: Chapter, scratch: Path) -> Callable[[], None]:
+    """One plain `python -m pytest` of the target's focused file, default plugins and all."""
+    copy = scratch / f"plain-{chapter.nn}"
+    if not copy.exists():
+        copy_snapshot(chapter.target, copy)
+    env = dict(os.environ)
+    env.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)
+    return lambda: _run([sys.executable, "-m", "pytest", "-q", *chapter.focused_tests], copy, env)
+
+
+def green_practice_dir(root: Path, chapter: Chapter, scratch: Path) -> Path:
+    directory = scratch / f"practice-{chapter.nn}"
+    if not directory.exists():
+        _run(course_command("practice", chapter.nn, str(directory)), root)
+        for name in chapter.teaching_files:
+            (directory / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(chapter.target / name, directory / name)
+    return directory
+
+
+def cli_rows(root: Path, catalog: Catalog, runs: int, scratch: Path) -> list[Row]:
+    rows = []
+    for chapter in catalog.chapters:
+        plain = median_time(plain_pytest(chapter, scratch), runs)
+        checkpoint = median_time(lambda: _run(course_command("checkpoint", chapter.nn), root), runs)
+        rows.append(Row(f"course checkpoint {chapter.nn}", checkpoint, "plain pytest of target", plain,
+                        "ratio <= 1.0", checkpoint / plain <= 1.0))
+        directory = green_practice_dir(root, chapter, scratch)
+        test = median_time(lambda: _run(course_command("test", chapter.nn, str(directory)), root), runs)
+        rows.append(Row(f"course test {chapter.nn} DIR", test, "plain pytest of target", plain,
+                        "ratio <= 0.5", test / plain <= 0.5))
+    verify = median_time(lambda: _run(course_command("verify"), root), runs)
+    rows.append(Row("course verify (all chapters)", verify, "-", None, "< 3 s on 2 cores", verify < 3.0))
+    return rows
+
+
+def _teaching_time(chapter: Chapter, script: str, scratch: Path) -> float:
+    """Seconds reported by `script` run inside a copy of the chapter's target."""
+    copy = scratch / f"teach-{chapter.nn}"
+    if not copy.exists():
+        copy_snapshot(chapter.target, copy)
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)], cwd=copy, env=isolated_env(),
+        capture_output=True, text=True,
+    )
+    if result.returncode != 0:
+        raise click.ClickException(f"teaching benchmark failed:\n{result.stderr[-3000:]}")
+    return float(result.stdout.strip().splitlines()[-1])
+
+
+EVENT_STREAM_VS_CHANNEL = """
+import statistics, sys, time, trio
+sys.path.insert(0, ".")
+from tiny_pi.event_stream import EventStream
+N = 100_000
+async def through_stream():
+    stream = EventStream(lambda e: e == N - 1, lambda e: e)
+    for i in range(N):
+        stream.push(i)
+    async for _ in stream:
+        pass
+async def through_channel():
+    send, receive = trio.open_memory_channel(float("inf"))
+    for i in range(N):
+        send.send_nowait(i)
+    send.close()
+    async for _ in receive:
+        pass
+def best(fn):
+    times = []
+    for _ in range({runs}):
+        t = time.perf_counter(); trio.run(fn); times.append(time.perf_counter() - t)
+    return statistics.median(times)
+print(best(through_{which}))
+"""
+
+
+def teaching_rows(catalog: Catalog, runs: int, scratch: Path) -> list[Row]:
+    rows = []
+    streams = [c for c in catalog.chapters if (c.target / "tiny_pi/event_stream.py").is_file()]
+    if streams:
+        latest = streams[-1]
+        channel = _teaching_time(latest, EVENT_STREAM_VS_CHANNEL.replace("{runs}", str(runs)).replace("{which}", "channel"), scratch)
+        stream = _teaching_time(latest, EVENT_STREAM_VS_CHANNEL.replace("{runs}", str(runs)).replace("{which}", "stream"), scratch)
+        rows.append(Row("EventStream, 100k events", stream, "trio memory channel, 100k", channel,
+                        "ratio <= 2.0", stream / channel <= 2.0))
+    bench = [c for c in catalog.chapters if (c.target / "tiny_pi/bench_decode.py").is_file()]
+    for chapter in bench[-1:]:
+        small = _teaching_time(chapter, f"import sys; sys.path.insert(0, '.'); from tiny_pi.bench_decode import seconds; print(seconds(10_000, {runs}))", scratch)
+        large = _teaching_time(chapter, f"import sys; sys.path.insert(0, '.'); from tiny_pi.bench_decode import seconds; print(seconds(100_000, {runs}))", scratch)
+        rows.append(Row("provider decode, 100k deltas", large, "10k deltas", small,
+                        "ratio <= 12 (linear)", large / small <= 12))
+    return rows
+
+
+def table(rows: list[Row], markdown: bool) -> str:
+    header = ("measurement", "median s", "baseline", "baseline s", "ratio", "goal", "met")
+    lines = []
+    for row in rows:
+        lines.append((
+            row.what, f"{row.seconds:.3f}", row.baseline,
+            "-" if row.baseline_seconds is None else f"{row.baseline_seconds:.3f}",
+            "-" if row.ratio is None else f"{row.ratio:.2f}", row.goal, "yes" if row.ok else "NO",
+        ))
+    if markdown:
+        out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        out += ["| " + " | ".join(line) + " |" for line in lines]
+        return "\n".join(out)
+    widths = [max(len(str(x)) for x in column) for column in zip(header, *lines)]
+    return "\n".join("  ".join(str(x).ljust(w) for x, w in zip(line, widths)) for line in (header, *lines))
+
+
+@click.command()
+@click.option("--runs", default=5, show_default=True, help="Timed runs per measurement (after one warm-up).")
+@click.option("--markdown", is_flag=True, help="Print a Markdown table (for the README).")
+@click.option("--only", type=click.Choice(["cli", "teaching"]), help="Measure one group only.")
+def main(runs: int, markdown: bool, only: str | None) -> None:
+    """Measure `course` against plain pytest and the teaching code against trio's own tools."""
+    root = find_root()
+    catalog = load_catalog(root)
+    with tempfile.TemporaryDirectory(prefix="course-bench-") as scratch:
+        rows = []
+        if only in (None, "cli"):
+            rows += cli_rows(root, catalog, runs, Path(scratch))
+        if only in (None, "teaching"):
+            rows += teaching_rows(catalog, runs, Path(scratch))
+    click.echo(f"{os.cpu_count()} cores, Python {sys.version.split()[0]}, median of {runs} runs after a warm-up")
+    click.echo(table(rows, markdown))
+    sys.exit(0 if all(row.ok for row in rows) else 1)
+
+
+if __name__ == "__main__":
+    main()
