@@ -137,7 +137,9 @@ async def _check_target(catalog: Catalog, chapter: Chapter, pool: RunPool) -> li
 def _count_check(chapter: Chapter, kind: str, name: str, owner: Chapter, run: RunResult) -> Check:
     passed = sum(run.passed_in(f) for f in owner.focused_tests)
     failed = sum(run.failed_in(f) for f in owner.focused_tests)
-    ok = run.outcome == PASSED and passed == owner.expected_passed and failed == 0
+    # One run holds every chapter's files: judge this chapter's by its own counts, so another
+    # file's failure does not print "expected 2/2, actual 2/2" as a failure here.
+    ok = run.outcome in (PASSED, FAILED) and passed == owner.expected_passed and failed == 0
     return Check(
         chapter=chapter.name,
         kind=kind,
