@@ -9,10 +9,16 @@ from __future__ import annotations
 
 import filecmp
 import fnmatch
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from course.catalog import Catalog, Chapter
 from course.workspace import IGNORED_NAMES
+
+
+def is_ignored(relative: str | PurePosixPath) -> bool:
+    """True for a path a test run or an editor leaves behind (caches), never part of a snapshot."""
+    parts = PurePosixPath(relative).parts
+    return any(fnmatch.fnmatch(part, pattern) for part in parts for pattern in IGNORED_NAMES)
 
 
 def snapshot_files(root: Path) -> set[str]:
@@ -20,7 +26,7 @@ def snapshot_files(root: Path) -> set[str]:
     files = set()
     for path in root.rglob("*"):
         relative = path.relative_to(root)
-        if any(fnmatch.fnmatch(part, pattern) for part in relative.parts for pattern in IGNORED_NAMES):
+        if is_ignored(relative.as_posix()):
             continue
         if path.is_file() or path.is_symlink():
             files.add(relative.as_posix())
