@@ -100,5 +100,14 @@ def test_verify_proves_the_whole_course() -> None:
     document = json.loads(result.stdout)
     failed = [check for check in document["checks"] if not check["ok"]]
     assert result.returncode == 0, json.dumps(failed, indent=2)
-    proven = {check["chapter"] for check in document["checks"]}
+    proven = {check["chapter"] for check in document["checks"]} - {"course"}
     assert proven == {chapter.name for chapter in CATALOG.chapters}
+    assert {"lineage", "card", "readme"} <= {check["kind"] for check in document["checks"]}
+
+
+def test_unknown_chapter_on_the_real_course_lists_the_valid_ones(tmp_path: Path) -> None:
+    for args in (("practice", "99", str(tmp_path / "x")), ("checkpoint", "abc")):
+        result = course(*args)
+        assert result.returncode == 2
+        assert "Valid chapters: " + ", ".join(CHAPTERS[nn].name for nn in CHAPTERS) in result.stderr
+    assert not (tmp_path / "x").exists()
