@@ -1,0 +1,91 @@
+"""What `course verify` tells an author who edited by hand what tools should have written:
+a snapshot that drifted from its predecessor, a lesson card edited by hand."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from conftest import mini
+from course.cards import CARD_BEGIN, CARD_END
+from tool_helpers import CHAIN_COURSE, real_course, tool
+
+
+def copy_of_chain(tmp_path: Path) -> Path:
+    root = tmp_path / "course"
+    shutil.copytree(CHAIN_COURSE, root)
+    return root
+
+
+def failed_checks(result) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    document = json.loads(result.stdout)
+    return {f"{c['chapter']} {c['kind']}": c["actual"] for c in document["checks"] if not c["ok"]}
+
+
+def drift(path: Path) -> None:
+    path.write_text(path.read_text(encoding="utf-8") + "# drifted: edited here and nowhere else\n", encoding="utf-8")
+
+
+def test_a_parent_that_drifts_from_the_previous_target_is_named(tmp_path: Path) -> None:
+    root = copy_of_chain(tmp_path)
+    drift(root / "checkpoints/02-multiplier/parent/tiny_pi/__init__.py")
+
+    result = mini(root, "verify", "02", "--json")
+
+    assert result.returncode == 1
+    lineage = failed_checks(result)["02-multiplier lineage"]
+    assert ("tiny_pi/__init__.py differs between 01-adder/target and 02-multiplier/parent, "
+            "but chapter.toml does not declare it") in lineage
+    human = mini(root, "verify", "02")
+    assert "[FAIL] 02-multiplier: lineage" in human.stdout and "tiny_pi/__init__.py differs" in human.stdout
+
+
+def test_a_card_edited_by_hand_is_reported_stale_until_regenerated(tmp_path: Path) -> None:
+    root = copy_of_chain(tmp_path)
+    lesson = root / "checkpoints/03-calculator/README.md"
+    lesson.write_text(lesson.read_text().replace("2 focused tests pass", "3 focused tests pass"))
+
+    result = mini(root, "verify", "03", "--json")
+
+    assert result.returncode == 1
+    assert failed_checks(result) == {
+        "03-calculator card": "the lesson's card is stale: run `python -m tools.cards` to regenerate it"
+    }
+    assert tool("cards", "--check", root=root).returncode == 1
+    assert tool("cards", root=root).returncode == 0
+    assert mini(root, "verify", "03").returncode == 0
+
+
+def test_real_course_parent_04_drifting_from_target_03_is_named(tmp_path: Path) -> None:
+    root, catalog = real_course(tmp_path, "03", "04")
+    four = catalog.resolve("04")
+    declared = set(four.focused_tests) | set(four.starter_files) | set(four.teaching_files) | set(four.lesson_files)
+    name = next(
+        path.relative_to(four.parent).as_posix()
+        for path in sorted(four.parent.rglob("*.py"))
+        if path.relative_to(four.parent).as_posix() not in declared and "__pycache__" not in path.parts
+    )
+    drift(four.parent / name)
+
+    result = mini(root, "verify", "04", "--json", timeout=600)
+
+    assert result.returncode == 1
+    lineage = failed_checks(result)[f"{four.name} lineage"]
+    assert f"{name} differs between 03-message-ir/target and {four.name}/parent" in lineage
+
+
+def test_real_course_a_hand_edited_card_is_stale(tmp_path: Path) -> None:
+    root, catalog = real_course(tmp_path, "03")
+    three = catalog.resolve("03")
+    text = three.lesson.read_text(encoding="utf-8")
+    start, end = text.index(CARD_BEGIN), text.index(CARD_END)
+    card = text[start:end]
+    edited = card.replace(f"Checkpoint {three.nn}", f"Checkpoint {three.nn} (edited by hand)", 1)
+    assert edited != card
+    three.lesson.write_text(text[:start] + edited + text[end:], encoding="utf-8")
+
+    result = mini(root, "verify", "03", "--json", timeout=600)
+
+    assert result.returncode == 1
+    assert "the lesson's card is stale" in failed_checks(result)[f"{three.name} card"]
