@@ -72,7 +72,8 @@ def locations(chapter: Chapter) -> None:
     click.echo("  teaching files: " + ", ".join(chapter.teaching_files))
     click.echo("  focused tests:  " + ", ".join(chapter.focused_tests))
     click.echo("  target diff:    predict first, then look:")
-    click.echo(f"                  git diff --no-index {base}/parent {base}/target")
+    click.echo(f"                  python -m tools.target_diff {chapter.nn}   (--stat for the file list)")
+    click.echo(f"                  or: git diff --no-index {base}/parent {base}/target")
 
 
 def digest(lines: list[str]) -> None:

@@ -64,3 +64,11 @@ def test_real_course_the_diff_names_the_teaching_files(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     for name in catalog.resolve("03").teaching_files:
         assert Path(name).name in result.stdout
+
+
+def test_checkpoint_points_the_learner_at_the_tool(tmp_path: Path) -> None:
+    from conftest import mini
+
+    result = mini(copy_of_chain(tmp_path), "checkpoint", "02")
+    assert "python -m tools.target_diff 02" in result.stdout
+    assert "+def add_all" not in result.stdout, "the answer is not dumped: predict first"
