@@ -115,7 +115,7 @@ def _teaching_time(chapter: Chapter, script: str, scratch: Path) -> float:
         capture_output=True, text=True,
     )
     if result.returncode != 0:
-        raise click.ClickException(f"teaching benchmark failed:\n{result.stderr[-3000:]}")
+        raise click.ClickException(f"teaching benchmark failed (exit {result.returncode}):\n{result.stderr[-3000:]}")
     return float(result.stdout.strip().splitlines()[-1])
 
 
@@ -146,6 +146,41 @@ print(best(through_{which}))
 """
 
 
+PROVIDER_DECODE = """
+import json, statistics, sys, time, httpx, trio
+sys.path.insert(0, ".")
+from tiny_pi.messages import AgentContext, user_message
+from tiny_pi.providers.openai_compatible import OpenAICompatibleModel
+N = {n}
+def chunk(delta):
+    return {"id": "c", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+lines = [b"data: " + json.dumps(chunk({"content": "word "})).encode() + b"\\n\\n" for _ in range(N)]
+lines.append(b'data: {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}\\n\\n')
+lines.append(b"data: [DONE]\\n\\n")
+body = b"".join(lines)
+reads = [body[i:i + 16384] for i in range(0, len(body), 16384)]
+def handler(request):
+    return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=httpx.ByteStream(body) if False else Reads())
+class Reads(httpx.AsyncByteStream):
+    async def __aiter__(self):
+        for read in reads:
+            yield read
+model = OpenAICompatibleModel("http://bench.test/v1", "m", transport=httpx.MockTransport(handler))
+async def once():
+    stream = model.stream(AgentContext([user_message("go")]))
+    count = 0
+    async with stream:
+        async for event in stream:
+            count += 1
+        message = await stream.result()
+    assert message.stop_reason == "stop" and count == N + 2, (message.error_message, count)
+times = []
+for _ in range({runs}):
+    t = time.perf_counter(); trio.run(once); times.append(time.perf_counter() - t)
+print(statistics.median(times))
+"""
+
+
 def teaching_rows(catalog: Catalog, runs: int, scratch: Path) -> list[Row]:
     rows = []
     streams = [c for c in catalog.chapters if (c.target / "tiny_pi/event_stream.py").is_file()]
@@ -155,11 +190,11 @@ def teaching_rows(catalog: Catalog, runs: int, scratch: Path) -> list[Row]:
         stream = _teaching_time(latest, EVENT_STREAM_VS_CHANNEL.replace("{runs}", str(runs)).replace("{which}", "stream"), scratch)
         rows.append(Row("EventStream, 100k events", stream, "trio memory channel, 100k", channel,
                         "ratio <= 2.0", stream / channel <= 2.0))
-    bench = [c for c in catalog.chapters if (c.target / "tiny_pi/bench_decode.py").is_file()]
-    for chapter in bench[-1:]:
-        small = _teaching_time(chapter, f"import sys; sys.path.insert(0, '.'); from tiny_pi.bench_decode import seconds; print(seconds(10_000, {runs}))", scratch)
-        large = _teaching_time(chapter, f"import sys; sys.path.insert(0, '.'); from tiny_pi.bench_decode import seconds; print(seconds(100_000, {runs}))", scratch)
-        rows.append(Row("provider decode, 100k deltas", large, "10k deltas", small,
+    providers = [c for c in catalog.chapters if (c.target / "tiny_pi/providers/openai_compatible.py").is_file()]
+    for chapter in providers[-1:]:
+        small = _teaching_time(chapter, PROVIDER_DECODE.replace("{runs}", str(runs)).replace("{n}", "10_000"), scratch)
+        large = _teaching_time(chapter, PROVIDER_DECODE.replace("{runs}", str(runs)).replace("{n}", "100_000"), scratch)
+        rows.append(Row("provider stream, 100k deltas", large, "10k deltas", small,
                         "ratio <= 12 (linear)", large / small <= 12))
     return rows
 

@@ -1,0 +1,68 @@
+"""From Chat Completions chunks to model events.
+
+`ChunkAssembler` reads one SSE data payload at a time and answers with the
+model events it implies. It owns the partial message: text blocks, tool
+calls merged by their wire `index`, the finish reason, the usage. A wire
+problem never escapes as an exception: a malformed chunk, an invalid JSON
+payload or a contradiction becomes one terminal error event that keeps
+the partial message.
+
+Lab 5.3 starter: the names are given; write the bodies (and the state the
+assembler needs in `__init__`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from tiny_pi.messages import (
+    AssistantContent,
+    ErrorEvent,
+    ModelEvent,
+    StartEvent,
+    StopReason,
+    Usage,
+)
+
+
+def stop_reason_for(finish_reason: str | None, has_calls: bool) -> StopReason:
+    """Cross-check the provider's finish_reason against what actually arrived."""
+    raise NotImplementedError("lab 5.3: the finish-reason cross-check")
+
+
+def usage_from_wire(wire: object, path: str = "usage") -> Usage:
+    """The usage ledger: prompt tokens split into fresh input, cache reads and cache writes."""
+    raise NotImplementedError("lab 5.3: the usage ledger")
+
+
+def parse_arguments(raw: str) -> dict[str, Any] | None:
+    """The arguments of a finished call, or None when the text is not a JSON object."""
+    raise NotImplementedError("lab 5.3: parse a finished call's arguments")
+
+
+def unparsed(block: AssistantContent) -> AssistantContent:
+    """A tool call nobody may run: arguments None, the raw text kept for diagnosis."""
+    raise NotImplementedError("lab 5.3: make a tool call unrunnable")
+
+
+class ChunkAssembler:
+    """One model call's chunks in, its model events out; the partial message lives here."""
+
+    def __init__(self, provider: str, model: str, secret: str | None = None) -> None:
+        raise NotImplementedError("lab 5.3: the assembler's state")
+
+    def start(self) -> StartEvent:
+        """The first event: an empty partial."""
+        raise NotImplementedError("lab 5.3: the start event")
+
+    def feed(self, data: str) -> list[ModelEvent]:
+        """The events one SSE data payload implies; `[DONE]` ends the stream."""
+        raise NotImplementedError("lab 5.3: one data payload in, model events out")
+
+    def end(self) -> ModelEvent:
+        """The terminal event once the stream is over: done, if a finish_reason came."""
+        raise NotImplementedError("lab 5.3: the terminal event at the end of the stream")
+
+    def fail(self, message: str, reason: Literal["error", "aborted"] = "error") -> ErrorEvent:
+        """The terminal error event; the partial message stays, no call in it can run."""
+        raise NotImplementedError("lab 5.3: the terminal error event")
