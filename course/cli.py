@@ -21,6 +21,7 @@ from course.errors import CourseError
 from course.failures import digest
 from course.progress import save_result
 from course.runner import run_pytest
+from course.status import NOT_TESTED, chapter_progress
 from course.workspace import check_practice_target, make_practice_dir, practice_is_usable
 
 
@@ -32,13 +33,20 @@ def cli() -> None:
 @cli.command("list")
 @pass_context
 def list_command(ctx: CourseContext) -> None:
-    """Chapters, their labs and focused test counts."""
+    """Chapters, their labs and focused test counts, and your progress in each."""
     for chapter in ctx.catalog.chapters:
         click.echo(click.style(f"{chapter.name}  {chapter.title}", bold=True) + f"  [{chapter.mode}]")
         click.echo(f"    {chapter.summary}")
         click.echo(f"    focused tests: {chapter.expected_passed}  ({', '.join(chapter.focused_tests)})")
         for lab in chapter.labs:
             click.echo(f"    lab {lab.id}: {lab.title} ({lab.expected_passed} tests)")
+        progress = chapter_progress(ctx.root, chapter)
+        where = f"practice/{chapter.name}"
+        if progress.exists:
+            when = f", {progress.last.when}" if progress.last and progress.state != NOT_TESTED else ""
+            click.echo(f"    practice: {where} - last test: {progress.verdict()}{when}")
+        else:
+            click.echo(f"    practice: none yet (course practice {chapter.nn})")
 
 
 @cli.command()
@@ -198,3 +206,9 @@ def main() -> None:
     except KeyboardInterrupt:
         click.echo("Interrupted; nothing was left half-made.", err=True)
         sys.exit(130)
+
+
+# The learner's loop lives in its own module.
+from course.learner_commands import register as _register_learner_commands  # noqa: E402
+
+_register_learner_commands(cli)

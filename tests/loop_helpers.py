@@ -1,0 +1,160 @@
+"""Helpers for the learner-loop tests: a practice dir, a live `course watch`, a pseudo-terminal."""
+
+from __future__ import annotations
+
+import os
+import pty
+import queue
+import select
+import signal
+import struct
+import subprocess
+import sys
+import termios
+import threading
+import time
+from pathlib import Path
+
+import fcntl
+
+from conftest import REPO, mini
+
+WRONG = "def add(a, b):\n    return a * b\n"
+RIGHT = "def add(a, b):\n    return a + b\n"
+SMALL_ONLY = "def add(a, b):\n    return a + b if a < 5 else 0\n"
+
+
+def practice(root: Path, directory: Path) -> Path:
+    result = mini(root, "practice", "1", str(directory))
+    assert result.returncode == 1 or result.returncode == 0, result.stdout + result.stderr
+    assert (directory / "LEARNING.md").is_file(), result.stdout + result.stderr
+    return directory
+
+
+def course_env(root: Path, **extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    for name in ("COURSE_ROOT", "NO_COLOR", "FORCE_COLOR", "TTY_COMPATIBLE", "WATCHFILES_FORCE_POLLING"):
+        env.pop(name, None)
+    env["COURSE_ROOT"] = str(root)
+    env.update(extra)
+    return env
+
+
+class LiveCourse:
+    """A `course` subprocess whose output is read line by line, with deadlines."""
+
+    def __init__(self, root: Path, *args: str, cwd: Path | None = None, **env: str) -> None:
+        self.lines: list[str] = []
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "course", *args],
+            cwd=cwd or REPO,
+            env=course_env(root, **env),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self._queue.put(line.rstrip("\n"))
+        self._queue.put(None)
+
+    def wait_for(self, fragment: str, timeout: float = 30.0) -> list[str]:
+        """Read until a line contains `fragment`; return the lines read since the call."""
+        deadline = time.monotonic() + timeout
+        seen: list[str] = []
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError(f"no line with {fragment!r} within {timeout} s; output so far:\n" + self.text())
+            try:
+                line = self._queue.get(timeout=remaining)
+            except queue.Empty:
+                continue
+            if line is None:
+                raise AssertionError(f"course exited before {fragment!r}; output:\n" + self.text())
+            self.lines.append(line)
+            seen.append(line)
+            if fragment in line:
+                return seen
+
+    def quiet_for(self, seconds: float) -> list[str]:
+        """The lines that arrive within `seconds` (expected: none)."""
+        deadline = time.monotonic() + seconds
+        seen = []
+        while (remaining := deadline - time.monotonic()) > 0:
+            try:
+                line = self._queue.get(timeout=remaining)
+            except queue.Empty:
+                break
+            if line is None:
+                break
+            self.lines.append(line)
+            seen.append(line)
+        return seen
+
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 15.0) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+        try:
+            code = self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            code = self.process.wait()
+        self.quiet_for(0.2)
+        return code
+
+
+def save_in_place(path: Path, text: str) -> None:
+    path.write_text(text)
+
+
+def save_by_rename(path: Path, text: str) -> None:
+    """How many editors save: write a temporary file beside it, then rename it over the original."""
+    temporary = path.with_name(path.name + "___jb_tmp___")
+    temporary.write_text(text)
+    os.replace(temporary, path)
+
+
+def run_in_pty(root: Path, *args: str, timeout: float = 60.0, **env: str) -> str:
+    """Run `course ARGS` with a pseudo-terminal as stdin/stdout/stderr; return what it printed."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 100, 0, 0))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "course", *args],
+        cwd=REPO,
+        env=course_env(root, TERM="xterm-256color", COLUMNS="100", LINES="50", **env),
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        close_fds=True,
+    )
+    os.close(slave)
+    chunks: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.2)
+            if ready:
+                try:
+                    data = os.read(master, 65536)
+                except OSError:  # EIO: the child closed the terminal
+                    break
+                if not data:
+                    break
+                chunks.append(data)
+            elif process.poll() is not None:
+                break
+    finally:
+        os.close(master)
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+    return b"".join(chunks).decode("utf-8", "replace")
