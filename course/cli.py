@@ -20,6 +20,7 @@ from course.checks import check_practice, excerpt, prove_chapter, verify
 from course.errors import CourseError
 from course.failures import digest
 from course.progress import save_result
+from course.render import show_lesson
 from course.runner import run_pytest
 from course.status import NOT_TESTED, chapter_progress
 from course.workspace import check_practice_target, make_practice_dir, practice_is_usable
@@ -51,11 +52,12 @@ def list_command(ctx: CourseContext) -> None:
 
 @cli.command()
 @click.argument("chapter_id")
+@click.option("--pager", is_flag=True, help="Page the rendered lesson (less -R style).")
 @pass_context
-def show(ctx: CourseContext, chapter_id: str) -> None:
-    """The lesson of a chapter, for reading in a terminal."""
+def show(ctx: CourseContext, chapter_id: str, pager: bool) -> None:
+    """The lesson of a chapter: rendered in a terminal, plain Markdown when piped."""
     chapter = ctx.chapter(chapter_id)
-    click.echo(chapter.lesson.read_text(encoding="utf-8"))
+    show_lesson(chapter.lesson.read_text(encoding="utf-8"), pager=pager)
 
 
 @cli.command()
@@ -208,7 +210,7 @@ def main() -> None:
         sys.exit(130)
 
 
-# The learner's loop lives in its own module.
+# The learner's loop (watch, hint, diff, status, reset) lives in its own module.
 from course.learner_commands import register as _register_learner_commands  # noqa: E402
 
 _register_learner_commands(cli)

@@ -16,6 +16,7 @@ from pathlib import Path
 import click
 
 from course.context import CourseContext, pass_context
+from course.render import colour_setting
 from course.status import course_status, default_practice_dir
 
 
@@ -56,6 +57,9 @@ def status_command(ctx: CourseContext, directories: tuple[str, ...], as_json: bo
 
 
 def register(group: click.Group) -> None:
-    """Add the learner's commands to `group`."""
+    """Add the learner's commands to `group`, and make NO_COLOR turn colour off for all of them."""
+    setting = colour_setting()
+    if setting is not None:
+        group.context_settings["color"] = setting
     for command in (status_command,):
         group.add_command(command)

@@ -1,0 +1,58 @@
+"""Lessons and colour for a terminal, plain text for everything else.
+
+A lesson is Markdown. In a terminal, rich renders its headings, code blocks
+(highlighted with the terminal's own palette, so light and dark themes both
+read) and tables. Piped into a file, a pager or grep, the Markdown source is
+the most useful plain text there is, so it goes out unchanged. NO_COLOR
+(https://no-color.org) turns colour off everywhere: rich honours it itself,
+and `colour_setting()` gives click the same answer.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+MAX_WIDTH = 100
+CODE_THEME = "ansi_dark"
+
+
+def no_color(env: dict[str, str] | None = None) -> bool:
+    """NO_COLOR set to anything but the empty string means: no colour."""
+    return bool((os.environ if env is None else env).get("NO_COLOR", ""))
+
+
+def colour_setting() -> bool | None:
+    """click's `color` context setting: False under NO_COLOR, else click decides (tty or not)."""
+    return False if no_color() else None
+
+
+def lesson_console(stream: TextIO | None = None) -> "Console":
+    from rich.console import Console  # imported here: every other command starts faster
+
+    console = Console(file=stream or sys.stdout, highlight=False)
+    if console.is_terminal and console.width > MAX_WIDTH:
+        console.width = MAX_WIDTH  # long lines of prose are hard to read
+    return console
+
+
+def show_lesson(text: str, pager: bool = False, stream: TextIO | None = None) -> None:
+    """Render `text` for a terminal, or write it unchanged when the output is not one."""
+    console = lesson_console(stream)
+    if not console.is_terminal:
+        out = stream or sys.stdout
+        out.write(text if text.endswith("\n") else text + "\n")
+        out.flush()
+        return
+    from rich.markdown import Markdown
+
+    markdown = Markdown(text, code_theme=CODE_THEME, hyperlinks=False)
+    if pager:
+        with console.pager(styles=True):
+            console.print(markdown)
+    else:
+        console.print(markdown)

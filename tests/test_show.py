@@ -1,0 +1,35 @@
+"""`course show`: the lesson rendered in a terminal (rich), plain Markdown when piped, NO_COLOR honoured."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from conftest import mini
+from loop_helpers import run_in_pty
+
+LESSON = Path("checkpoints/01-adder/README.md")
+COLOUR = re.compile(r"\x1b\[(?:[0-9;]*;)?(?:3[0-7]|9[0-7]|4[0-7]|10[0-7]|38;|48;)[0-9;]*m")
+
+
+def test_show_is_plain_markdown_when_piped(mini_course: Path) -> None:
+    result = mini(mini_course, "show", "1")
+    assert result.returncode == 0
+    assert result.stdout == (mini_course / LESSON).read_text()
+
+
+def test_show_renders_the_lesson_in_a_terminal(mini_course: Path) -> None:
+    screen = run_in_pty(mini_course, "show", "1")
+    plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen)
+    assert COLOUR.search(screen), "a terminal gets colour"
+    assert "## Adding" not in plain and "Adding" in plain, "headings are rendered, not shown as markup"
+    assert "```" not in plain and "return a + b" in plain, "code blocks are rendered"
+    assert "| Call | Result |" not in plain and re.search(r"Call\s+.*Result", plain), "tables are rendered"
+    assert "add(10, 20)" in plain
+    assert "card:begin" not in plain
+
+
+def test_show_respects_no_color(mini_course: Path) -> None:
+    screen = run_in_pty(mini_course, "show", "1", NO_COLOR="1")
+    assert "Adding" in screen and "## Adding" not in screen, "still rendered"
+    assert not COLOUR.search(screen), "NO_COLOR: no colour codes"
