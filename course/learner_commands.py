@@ -1,7 +1,7 @@
-"""The learner's loop on the command line: status.
+"""The learner's loop on the command line: hint, status.
 
 Only parsing and printing live here; each command's logic is in its own
-module (status). `register` adds the
+module (hints, status). `register` adds the
 commands to the `course` group, so cli.py needs one import and one call.
 
 Exit codes as everywhere: 0 success, 1 a check deviated (red tests, files
@@ -15,9 +15,64 @@ from pathlib import Path
 
 import click
 
+from course import hints as hint_ladder
 from course.context import CourseContext, pass_context
+from course.errors import UsageError
 from course.render import colour_setting
-from course.status import course_status, default_practice_dir
+from course.status import course_status, default_practice_dir, first_open_lab, read_last_test
+from course.workspace import practice_is_usable
+
+
+# hint -----------------------------------------------------------------------------
+
+
+@click.command("hint")
+@click.argument("chapter_id")
+@click.argument("directory", required=False)
+@click.option("--lab", "lab_id", help="The lab, e.g. 2.1 (default: the first lab not green in your last run).")
+@click.option("--next", "next_", is_flag=True, help="Climb one rung: the next hint.")
+@click.option("--all", "all_", is_flag=True, help="Show every rung of the ladder.")
+@click.option("--reset", "reset_", is_flag=True, help="Forget the rungs seen (of --lab, or of every lab).")
+@pass_context
+def hint_command(
+    ctx: CourseContext,
+    chapter_id: str,
+    directory: str | None,
+    lab_id: str | None,
+    next_: bool,
+    all_: bool,
+    reset_: bool,
+) -> None:
+    """A hint ladder per lab, one rung at a time: where to look, the signature, the idea, a sketch."""
+    if next_ + all_ + reset_ > 1:
+        raise UsageError("choose one of --next, --all and --reset")
+    chapter = ctx.chapter(chapter_id)
+    target = ctx.learner_dir(chapter, directory)
+    practice_is_usable(target)
+    action = hint_ladder.NEXT if next_ else hint_ladder.ALL if all_ else hint_ladder.RESET if reset_ else hint_ladder.SHOW
+    if lab_id:
+        lab = chapter.lab(lab_id)
+    elif action == hint_ladder.RESET:
+        forgot = hint_ladder.forget_all(target, chapter)
+        click.echo(f"Forgot the hints seen for every lab of chapter {chapter.nn}." if forgot else "No hints were remembered; nothing to forget.")
+        return
+    else:
+        last = read_last_test(target)
+        found = first_open_lab(chapter, last)
+        if found is None:
+            click.echo(
+                f"Every lab of chapter {chapter.nn} is green in your last run; no hint needed. "
+                f"(For a lab's hints anyway: course hint {chapter.nn} --lab ID.)"
+            )
+            return
+        lab = found
+        why = "no `course test` result yet" if last is None else "the first lab not green in your last `course test`"
+        click.echo(click.style(f"({why}: lab {lab.id})", dim=True))
+    view = hint_ladder.climb(target, chapter, lab, action)
+    lines = hint_ladder.render(view)
+    click.echo(click.style(lines[0], bold=True))
+    for line in lines[1:]:
+        click.echo(line)
 
 
 # status ---------------------------------------------------------------------------
@@ -61,5 +116,5 @@ def register(group: click.Group) -> None:
     setting = colour_setting()
     if setting is not None:
         group.context_settings["color"] = setting
-    for command in (status_command,):
+    for command in (hint_command, status_command):
         group.add_command(command)

@@ -1,0 +1,176 @@
+"""The hint ladder: one rung at a time, never the whole answer.
+
+Each lab's `hints` in chapter.toml climb from "where to look" through "the
+signature" and "the idea in words" to "a partial sketch". A learner who sees
+every rung at once stops thinking at the first one, so the ladder remembers
+how far each learner has climbed (in the practice dir's `.course/hints.json`,
+never in checkpoints/) and shows the next rung only when asked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from attrs import frozen
+
+from course.catalog import Chapter, Lab
+from course.progress import STATE_DIR
+
+HINTS_FILE = "hints.json"
+RUNG_NAMES = ("where to look", "the signature", "the idea in words", "a partial sketch")
+
+SHOW = "show"
+NEXT = "next"
+ALL = "all"
+RESET = "reset"
+
+
+def rung_name(index: int) -> str:
+    """The name of rung `index` (0-based): the ladder's four kinds, then 'one more hint'."""
+    return RUNG_NAMES[index] if index < len(RUNG_NAMES) else "one more hint"
+
+
+@frozen
+class Rung:
+    number: int  # 1-based
+    name: str
+    text: str
+    new: bool
+
+
+@frozen
+class HintView:
+    """What `course hint` shows for one lab after an action."""
+
+    chapter: Chapter
+    lab: Lab
+    action: str
+    seen: int
+    rungs: tuple[Rung, ...]
+    saved: bool = True
+
+    @property
+    def total(self) -> int:
+        return len(self.lab.hints)
+
+    @property
+    def at_top(self) -> bool:
+        return self.seen >= self.total
+
+
+def _state_path(directory: Path) -> Path:
+    return directory / STATE_DIR / HINTS_FILE
+
+
+def _read_state(directory: Path, chapter: Chapter) -> dict[str, int]:
+    """Rungs seen per lab id; a missing, foreign or damaged file means none."""
+    try:
+        data = json.loads(_state_path(directory).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict) or data.get("chapter") != chapter.name:
+        return {}
+    seen = data.get("seen")
+    if not isinstance(seen, dict):
+        return {}
+    return {str(k): v for k, v in seen.items() if isinstance(v, int) and not isinstance(v, bool) and v >= 0}
+
+
+def _write_state(directory: Path, chapter: Chapter, seen: dict[str, int]) -> bool:
+    """Write atomically, so an interrupted write never loses the whole ladder."""
+    path = _state_path(directory)
+    try:
+        path.parent.mkdir(exist_ok=True)
+        handle, temporary = tempfile.mkstemp(prefix=".course-hints-", dir=path.parent)
+        os.chmod(temporary, 0o644)
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            json.dump({"chapter": chapter.name, "seen": seen}, stream, indent=2)
+        os.replace(temporary, path)
+        return True
+    except OSError:
+        return False
+
+
+def seen_rungs(directory: Path, chapter: Chapter, lab: Lab) -> int:
+    return min(_read_state(directory, chapter).get(lab.id, 0), len(lab.hints))
+
+
+def climb(directory: Path, chapter: Chapter, lab: Lab, action: str = SHOW) -> HintView:
+    """Apply `action` to the learner's place on `lab`'s ladder and say what to show.
+
+    show:  the rungs seen so far; the first one on the first call
+    next:  one more rung (the ladder stops at the top: there is no answer rung)
+    all:   every rung
+    reset: forget the rungs seen; show nothing
+    """
+    state = _read_state(directory, chapter)
+    before = min(state.get(lab.id, 0), len(lab.hints))
+    total = len(lab.hints)
+    if action == RESET:
+        after = 0
+    elif action == NEXT:
+        after = min(before + 1, total)
+    elif action == ALL:
+        after = total
+    elif action == SHOW:
+        after = max(before, min(1, total))
+    else:
+        raise ValueError(f"unknown hint action {action!r}")
+    saved = True
+    if after != before or (action == RESET and lab.id in state):
+        state[lab.id] = after
+        if after == 0:
+            state.pop(lab.id, None)
+        saved = _write_state(directory, chapter, state)
+    rungs = tuple(
+        Rung(number=i + 1, name=rung_name(i), text=lab.hints[i], new=i >= before)
+        for i in range(after)
+    )
+    return HintView(chapter=chapter, lab=lab, action=action, seen=after, rungs=rungs, saved=saved)
+
+
+def render(view: HintView) -> list[str]:
+    """The lines of a hint screen: the rungs so far, newest marked, and the way up."""
+    chapter, lab = view.chapter, view.lab
+    base = f"course hint {chapter.nn} --lab {lab.id}"
+    lines = [f"Lab {lab.id} {lab.title}"]
+    if view.total == 0:
+        lines.append("  This lab has no hints in chapter.toml.")
+        if lab.goal:
+            lines.append(f"  Its goal: {lab.goal}")
+        return lines
+    if view.action == RESET:
+        lines.append(f"  Forgot the hints you had seen; `{base}` starts again at rung 1.")
+        return lines
+    lines[0] += f" - hint {view.seen} of {view.total}"
+    for rung in view.rungs:
+        mark = " (new)" if rung.new and view.action != SHOW else ""
+        lines.append(f"  {rung.number}. {rung.name}{mark}:")
+        lines += [f"     {line}" if line else "" for line in rung.text.splitlines()]
+    if view.at_top:
+        if view.action == NEXT and not any(rung.new for rung in view.rungs):
+            lines.append("  That was the last rung: there is no answer rung.")
+        lines.append(
+            "  The rest is yours: re-read the lab's tests, run `course test "
+            f"{chapter.nn} --lab {lab.id}` and read the first failure line by line."
+        )
+    else:
+        following = rung_name(view.seen)
+        lines.append(f"  Still stuck after trying? `{base} --next` shows {view.seen + 1} of {view.total}: {following}.")
+    if not view.saved:
+        lines.append("  (could not write .course/hints.json here: the ladder will not remember this)")
+    return lines
+
+
+def forget_all(directory: Path, chapter: Chapter) -> bool:
+    """Forget every lab's rungs for `chapter`; True when there was something to forget."""
+    if not _read_state(directory, chapter):
+        return False
+    try:
+        _state_path(directory).unlink()
+    except OSError:
+        return False
+    return True
