@@ -1,7 +1,7 @@
-"""The learner's loop on the command line: hint, status.
+"""The learner's loop on the command line: hint, diff, status.
 
 Only parsing and printing live here; each command's logic is in its own
-module (hints, status). `register` adds the
+module (hints, learner_diff, status). `register` adds the
 commands to the `course` group, so cli.py needs one import and one call.
 
 Exit codes as everywhere: 0 success, 1 a check deviated (red tests, files
@@ -11,6 +11,7 @@ that differ, a declined reset), 2 usage or input error (course.errors.UsageError
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import click
@@ -18,6 +19,7 @@ import click
 from course import hints as hint_ladder
 from course.context import CourseContext, pass_context
 from course.errors import UsageError
+from course.learner_diff import MISSING, SAME, compare, line_colour
 from course.render import colour_setting
 from course.status import course_status, default_practice_dir, first_open_lab, read_last_test
 from course.workspace import practice_is_usable
@@ -75,6 +77,45 @@ def hint_command(
         click.echo(line)
 
 
+# diff -----------------------------------------------------------------------------
+
+
+@click.command("diff")
+@click.argument("chapter_id")
+@click.argument("directory", required=False)
+@click.option("--show", is_flag=True, help="Show the code: a coloured unified diff (yours -> target).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout (counts only).")
+@pass_context
+def diff_command(ctx: CourseContext, chapter_id: str, directory: str | None, show: bool, as_json: bool) -> None:
+    """Your teaching files against the target: which differ and by how much; the code only with --show.
+
+    Exits 0 when every teaching file matches the target and 1 when one differs, like diff(1).
+    """
+    chapter = ctx.chapter(chapter_id)
+    target = ctx.learner_dir(chapter, directory)
+    practice_is_usable(target)
+    files = compare(target, chapter)
+    differ = [f for f in files if f.status != SAME]
+    if as_json:
+        document = {"command": "diff", "chapter": chapter.name, "directory": str(target),
+                    "same": not differ, "files": [f.to_json() for f in files]}
+        click.echo(json.dumps(document, indent=2))
+        sys.exit(1 if differ else 0)
+    click.echo(f"Your teaching files in {target} against the target of chapter {chapter.name}:")
+    for item in files:
+        colour = "green" if item.status == SAME else "yellow" if item.status == MISSING else "red"
+        click.echo("  " + click.style(item.summary(), fg=colour))
+    if show:
+        for item in differ:
+            click.echo("")
+            for line in item.diff:
+                click.echo(click.style(line, fg=line_colour(line)))
+    elif differ:
+        where = "" if directory is None else f" {directory}"
+        click.echo(f"Predict what differs, then look: course diff {chapter.nn}{where} --show")
+    sys.exit(1 if differ else 0)
+
+
 # status ---------------------------------------------------------------------------
 
 
@@ -116,5 +157,5 @@ def register(group: click.Group) -> None:
     setting = colour_setting()
     if setting is not None:
         group.context_settings["color"] = setting
-    for command in (hint_command, status_command):
+    for command in (hint_command, diff_command, status_command):
         group.add_command(command)
