@@ -1,7 +1,7 @@
-"""The learner's loop on the command line: hint, diff, status.
+"""The learner's loop on the command line: hint, diff, status, reset.
 
 Only parsing and printing live here; each command's logic is in its own
-module (hints, learner_diff, status). `register` adds the
+module (hints, learner_diff, status, reset). `register` adds the
 commands to the `course` group, so cli.py needs one import and one call.
 
 Exit codes as everywhere: 0 success, 1 a check deviated (red tests, files
@@ -21,6 +21,7 @@ from course.context import CourseContext, pass_context
 from course.errors import UsageError
 from course.learner_diff import MISSING, SAME, compare, line_colour
 from course.render import colour_setting
+from course.reset import open_practice_repo, plan_reset, reset
 from course.status import course_status, default_practice_dir, first_open_lab, read_last_test
 from course.workspace import practice_is_usable
 
@@ -152,10 +153,53 @@ def status_command(ctx: CourseContext, directories: tuple[str, ...], as_json: bo
     click.echo(f"Next: {report.next_step()}")
 
 
+# reset ----------------------------------------------------------------------------
+
+
+@click.command("reset")
+@click.argument("chapter_id")
+@click.argument("directory")
+@click.option("--file", "files", multiple=True, metavar="F", help="Only this file (relative to DIRECTORY); repeatable.")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@pass_context
+def reset_command(ctx: CourseContext, chapter_id: str, directory: str, files: tuple[str, ...], yes: bool) -> None:
+    """Restore files of DIRECTORY from the chapter's starting point; your versions are committed first."""
+    chapter = ctx.chapter(chapter_id)
+    target = Path(directory)
+    practice_is_usable(target)
+    plan = plan_reset(chapter, target, files)
+    open_practice_repo(target).close()
+    start = "target" if chapter.mode == "observe" else "parent"
+    if not plan.changes:
+        click.echo(f"Nothing to reset: the files already match chapter {chapter.nn}'s starting point ({start}).")
+        return
+    click.echo(f"Reset in {target}, back to chapter {chapter.name}'s starting point ({start}):")
+    for change in plan.changes:
+        click.echo(f"  {change.describe()}")
+    click.echo("Your current versions are saved first, as a commit on the branch course-saves of that repository.")
+    if not yes:
+        try:
+            agreed = click.confirm("Reset these files?", default=False)
+        except click.exceptions.Abort:
+            raise UsageError("no answer to the confirmation; nothing was changed. Pass --yes to reset without asking.") from None
+        if not agreed:
+            click.echo("Nothing was changed.")
+            sys.exit(1)
+    sha = reset(chapter, plan)
+    short = sha[:10]
+    restored = sum(1 for change in plan.changes if change.action != "remove")
+    removed = len(plan.changes) - restored
+    click.echo(f"Saved your versions as commit {short} (branch course-saves).")
+    click.echo(f"Restored {restored} file(s), removed {removed}.")
+    example = plan.changes[0].path
+    click.echo(f"Bring a file back: git -C {target} checkout {short} -- {example}")
+    click.echo(f"Then: course test {chapter.nn} {target}")
+
+
 def register(group: click.Group) -> None:
     """Add the learner's commands to `group`, and make NO_COLOR turn colour off for all of them."""
     setting = colour_setting()
     if setting is not None:
         group.context_settings["color"] = setting
-    for command in (hint_command, diff_command, status_command):
+    for command in (hint_command, diff_command, status_command, reset_command):
         group.add_command(command)
