@@ -18,7 +18,7 @@ from course.cards import CHAPTERS_BEGIN, CHAPTERS_END, between, lesson_card, ren
 from course.catalog import Catalog, Chapter, Lab
 from course.errors import ChapterError
 from course.lineage import lineage_problems
-from course.runner import COLLECTION_ERROR, FAILED, PASSED, TIMEOUT, RunPool, RunResult
+from course.runner import COLLECTION_ERROR, CRASHED, FAILED, PASSED, TIMEOUT, RunPool, RunResult
 from course.workspace import apply_patch, scratch_copy
 
 
@@ -154,8 +154,8 @@ def _count_check(chapter: Chapter, kind: str, name: str, owner: Chapter, run: Ru
 
 
 def _counts(run: RunResult, passed: int, failed: int) -> str:
-    if run.outcome == TIMEOUT:
-        return run.summary()
+    if run.outcome in (TIMEOUT, CRASHED):
+        return run.summary()  # counts would read as "0/0 passed": say why there are none
     if run.outcome == COLLECTION_ERROR:
         return "the tests could not be collected (an import or syntax error), 0 ran"
     return f"{passed}/{passed + failed} passed"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from course.catalog import Chapter
-from course.runner import FAILED, TIMEOUT, RunResult, TestCase
+from course.runner import CRASHED, FAILED, TIMEOUT, RunResult, TestCase
 
 _LOCATION = re.compile(r"^(?P<file>[^\s:][^:]*\.py):(?P<line>\d+):")
 _MISSING_MODULE = re.compile(r"No module named '(?P<module>[\w.]+)'")
@@ -29,6 +29,8 @@ def digest(run: RunResult, chapter: Chapter, max_lines: int = 12) -> list[str]:
     if run.outcome == TIMEOUT:
         return [run.summary()]
     case = first_failure(run)
+    if case is None and run.outcome == CRASHED:
+        return [run.summary()]
     if case is None:
         return [line for line in run.output.strip().splitlines()[-5:]]
     if case.name:
@@ -40,7 +42,17 @@ def digest(run: RunResult, chapter: Chapter, max_lines: int = 12) -> list[str]:
     hint = import_hint(case.details or case.message, chapter)
     if hint:
         lines.append(hint)
-    return lines
+    return [_clip(line) for line in lines]
+
+
+LINE_LIMIT = 240
+
+
+def _clip(line: str) -> str:
+    """A digest is read, not scrolled: a 100 kB assertion message shows its start and its size."""
+    if len(line) <= LINE_LIMIT:
+        return line
+    return f"{line[:LINE_LIMIT]}... [{len(line) - LINE_LIMIT} more characters]"
 
 
 def _learner_frames(details: str) -> list[str]:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import array
 import json
 import os
+import re
+import secrets
 import shutil
 import signal
 import socket
@@ -38,6 +40,18 @@ OUTPUT_HEAD = 64 * 1024
 OUTPUT_TAIL = 192 * 1024
 DETAILS_LIMIT = 16 * 1024
 WARM_START_LIMIT = 20.0
+# After pytest has exited and everything of its run is killed, the rest of its
+# output is read for at most this long (a process that escaped the kill may
+# still hold the pipe open; it must not turn a finished run into a timeout).
+OUTPUT_GRACE = 2.0
+# Longest stretch of one attribute or text kept from the JUnit report (head and
+# tail, each half of it): a test failing with a 100 MB message must not cost
+# the course process 100 MB, nor minutes of XML parsing.
+REPORT_RUN_LIMIT = 2 * DETAILS_LIMIT
+
+# Every process of one run carries RUN_ID_VAR=<token> in its environment, so
+# the ones that left its process group (setsid, a double fork) are found too.
+RUN_ID_VAR = "COURSE_RUN_ID"
 
 # Variables that would let the caller's environment change a snapshot's results.
 _DROPPED_ENV = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTEST_ADDOPTS", "PYTEST_PLUGINS")
@@ -65,6 +79,7 @@ class RunResult:
     duration: float
     time_limit: float
     args: tuple[str, ...] = ()
+    reported: bool = True  # pytest finished its JUnit report (it does unless killed or os._exit)
 
     @property
     def passed(self) -> int:
@@ -107,8 +122,28 @@ class RunResult:
         if self.outcome == COLLECTION_ERROR:
             parts.append("error during collection")
         if self.outcome == CRASHED:
-            parts.append(f"pytest exited with status {self.exit_code}")
+            return "; ".join([", ".join(parts), self.crash_reason()]) if self.tests else self.crash_reason()
         return ", ".join(parts)
+
+    def crash_reason(self) -> str:
+        """Why pytest gave no verdict of its own, in words a learner can act on."""
+        code = self.exit_code
+        if code is not None and code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            return f"pytest was killed by {name} before it could report (a crash in a test, or a test killing its own process?)"
+        if code == 4:
+            errors = [line.strip() for line in self.output.splitlines() if line.startswith("ERROR:")]
+            if errors:
+                return f"pytest could not run the selection: {errors[0]}"
+        if not self.reported:
+            return (
+                f"pytest ended with status {code} before writing its report - "
+                "did a test call os._exit() or otherwise end the interpreter?"
+            )
+        return f"pytest exited with status {code}"
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -195,18 +230,25 @@ class _BoundedOutput:
 class _Launched:
     """A started run, however it was started: its process group, output and exit."""
 
-    def __init__(self, pid: int, output: trio.abc.ReceiveStream, wait: Callable[[], Awaitable[int]]) -> None:
+    def __init__(
+        self,
+        pid: int,
+        output: trio.abc.ReceiveStream,
+        wait: Callable[[], Awaitable[int]],
+        close: Callable[[], None] = lambda: None,
+    ) -> None:
         self.pid = pid
         self.output = output
-        self.wait = wait
+        self.wait = wait  # may be called again after a cancelled call
+        self.close = close
 
 
-async def _launch_cold(command: list[str], cwd: Path) -> _Launched:
+async def _launch_cold(command: list[str], cwd: Path, token: str) -> _Launched:
     """A brand-new interpreter: the reference behaviour, and the fallback."""
     process = await trio.lowlevel.open_process(
         command,
         cwd=str(cwd),
-        env=isolated_env(),
+        env={**isolated_env(), RUN_ID_VAR: token},
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -258,12 +300,12 @@ class WarmWorker:
         worker.close()
         return None
 
-    async def launch(self, args: list[str], cwd: Path) -> _Launched:
+    async def launch(self, args: list[str], cwd: Path, token: str) -> _Launched:
         read_end, write_end = os.pipe()
         connection = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             await connection.connect(str(self.socket_path))
-            request = json.dumps({"cwd": str(cwd), "args": args}).encode() + b"\n"
+            request = json.dumps({"cwd": str(cwd), "args": args, "token": token}).encode() + b"\n"
             fds = array.array("i", [write_end]).tobytes()
             await connection.sendmsg([request], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
         except BaseException:
@@ -276,12 +318,12 @@ class WarmWorker:
         pid = int((await lines.next())["pid"])
 
         async def wait() -> int:
-            try:
-                return int((await lines.next())["exit"])
-            finally:
-                connection.close()
+            # Not closed on cancellation: the caller waits again after killing the run.
+            code = int((await lines.next())["exit"])
+            connection.close()
+            return code
 
-        return _Launched(pid, trio.lowlevel.FdStream(read_end), wait)
+        return _Launched(pid, trio.lowlevel.FdStream(read_end), wait, connection.close)
 
     def close(self) -> None:
         try:
@@ -318,10 +360,15 @@ async def run_pytest(
 ) -> RunResult:
     """Run pytest in `snapshot` in a process and process group of its own.
 
-    Waits at most `time_limit` seconds; then the whole process group is
-    killed, children included, and the result says so.
+    Waits at most `time_limit` seconds for pytest to exit. Whether it exits or
+    the time runs out, everything the run started is then killed (its process
+    group, and any process that left the group but carries the run's token),
+    so no test can leave a process behind. The output is read while pytest
+    runs and for a short grace after: a process holding the pipe open must
+    not turn a run that finished into a timeout.
     """
     snapshot = snapshot.resolve()
+    token = secrets.token_hex(12)
     with tempfile.TemporaryDirectory(prefix="course-run-") as scratch:
         report = Path(scratch) / "report.xml"
         command = pytest_command(snapshot, report, selection, plugins)
@@ -329,30 +376,48 @@ async def run_pytest(
         started = time.monotonic()
         exit_code: int | None = None
         if worker is not None:
-            launched = await worker.launch(command[3:], snapshot)
+            launched = await worker.launch(command[3:], snapshot, token)
         else:
-            launched = await _launch_cold(command, snapshot)
+            launched = await _launch_cold(command, snapshot, token)
         try:
-            with trio.move_on_after(time_limit):
-                await _drain(launched.output, output)
-                exit_code = await launched.wait()
+            async with trio.open_nursery() as nursery:
+                drained = trio.Event()
+
+                async def read_output() -> None:
+                    await _drain(launched.output, output)
+                    drained.set()
+
+                nursery.start_soon(read_output)
+                with trio.move_on_after(time_limit):
+                    exit_code = await launched.wait()
+                _kill_run(launched.pid, token)
+                with trio.move_on_after(OUTPUT_GRACE):
+                    await drained.wait()
+                nursery.cancel_scope.cancel()
         finally:
-            _kill_group(launched.pid)
+            _kill_run(launched.pid, token)
             with trio.CancelScope(shield=True):
                 if exit_code is None:
                     with trio.move_on_after(5):
                         await launched.wait()
+                launched.close()
         duration = time.monotonic() - started
         tests = _read_report(report, snapshot)
-    outcome = TIMEOUT if exit_code is None else _outcome(exit_code, tests)
+    if exit_code is None:
+        outcome = TIMEOUT
+    elif tests is None:
+        outcome = CRASHED  # pytest always writes its report unless it was cut short
+    else:
+        outcome = _outcome(exit_code, tests)
     return RunResult(
         outcome=outcome,
         exit_code=exit_code,
-        tests=tests,
+        tests=tests or (),
         output=output.text(),
         duration=duration,
         time_limit=time_limit,
         args=tuple(selection),
+        reported=tests is not None,
     )
 
 
@@ -365,10 +430,68 @@ async def _drain(stream: trio.abc.ReceiveStream, output: _BoundedOutput) -> None
             output.add(chunk)
 
 
-def _kill_group(pid: int) -> None:
-    """Kill the run and anything it left behind in its process group."""
+def _kill_run(pid: int, token: str) -> None:
+    """Kill the run and anything it left behind: its process group, then its escapees.
+
+    A test's children share its process group and die with it. A child that
+    called setsid() (a daemon, a double fork) has left the group; it still
+    carries the run's token in its environment, so /proc finds it. What
+    neither reaches: a process that left the group *and* scrubbed its
+    environment. The warm worker's supervisor covers that case for warm runs
+    (it is a child subreaper, see warm.py); for cold runs it would take a
+    cgroup or a PID namespace, which a learner's machine does not give us.
+    """
     try:
         os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    kill_marked(token)
+
+
+def kill_marked(token: str) -> list[int]:
+    """SIGKILL every process whose environment holds RUN_ID_VAR=token; returns their pids.
+
+    They are stopped first and killed once no new one appears, so a process
+    that forks in a loop cannot outrun the sweep.
+    """
+    marker = f"{RUN_ID_VAR}={token}".encode()
+    stopped: list[int] = []
+    for _ in range(50):
+        fresh = [pid for pid in _marked_processes(marker) if pid not in stopped]
+        if not fresh:
+            break
+        for pid in fresh:
+            _signal(pid, signal.SIGSTOP)
+        stopped += fresh
+    for pid in stopped:
+        _signal(pid, signal.SIGKILL)
+    return stopped
+
+
+def _marked_processes(marker: bytes) -> list[int]:
+    """Pids of live processes (other than this one) whose environment holds `marker`."""
+    me = os.getpid()
+    found = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []  # no /proc (not Linux): the process group is all we can reach
+    for name in entries:
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as handle:
+                environment = handle.read()
+        except OSError:
+            continue  # gone already, or not ours to read
+        if marker in environment.split(b"\0"):
+            found.append(int(name))
+    return found
+
+
+def _signal(pid: int, number: signal.Signals) -> None:
+    try:
+        os.kill(pid, number)
     except (ProcessLookupError, PermissionError):
         pass
 
@@ -379,16 +502,71 @@ def _outcome(exit_code: int, tests: tuple[TestCase, ...]) -> str:
     return {0: PASSED, 1: FAILED, 2: COLLECTION_ERROR, 5: NO_TESTS}.get(exit_code, CRASHED)
 
 
-def _read_report(report: Path, snapshot: Path) -> tuple[TestCase, ...]:
-    """Read test verdicts from pytest's JUnit XML (absent when pytest never got that far)."""
+def _read_report(report: Path, snapshot: Path) -> tuple[TestCase, ...] | None:
+    """Read test verdicts from pytest's JUnit XML; None when pytest never finished it."""
     try:
-        tree = ElementTree.parse(report)
+        document = bounded_xml(report)
+        tree = ElementTree.fromstring(document)
     except (OSError, ElementTree.ParseError):
-        return ()
-    cases = []
-    for element in tree.iter("testcase"):
-        cases.append(_case(element, snapshot))
-    return tuple(cases)
+        return None
+    return tuple(_case(element, snapshot) for element in tree.iter("testcase"))
+
+
+_STRUCTURE = re.compile(rb'([<>"])')
+_CUT_ENTITY = re.compile(rb"^[#a-zA-Z0-9]{0,10};")
+
+
+def bounded_xml(path: Path, limit: int = REPORT_RUN_LIMIT) -> bytes:
+    """The report's bytes with every long attribute value or text cut to its head and tail.
+
+    pytest's report is machine-written XML in which `<`, `>` and `"` only ever
+    delimit markup (ElementTree escapes them inside values, `"` only inside
+    attributes); a stretch between two of them is a value, and cutting its
+    middle keeps the document well-formed, provided no entity or UTF-8
+    character is cut in half. The file is read in chunks, so the memory held
+    is bounded whatever a test printed into its failure message. (Parsing the
+    untrimmed file is not an option: expat needs minutes and several times
+    the value's size for a 100 MB attribute.)
+    """
+    half = limit // 2
+    kept = bytearray()
+    run = bytearray()
+    head: bytes | None = None
+    length = 0
+
+    def flush() -> None:
+        nonlocal head, length
+        if head is None:
+            kept.extend(run)
+        else:
+            start = head.decode("utf-8", "ignore").encode()
+            start = start[: start.rfind(b"&")] if start.rfind(b"&") > start.rfind(b";") else start
+            end = _CUT_ENTITY.sub(b"", bytes(run[-half:])).decode("utf-8", "ignore").encode()
+            left_out = length - len(start) - len(end)
+            kept.extend(start + f" [... {left_out} bytes left out ...] ".encode() + end)
+        run.clear()
+        head, length = None, 0
+
+    def extend(piece: bytes) -> None:
+        nonlocal head, length
+        length += len(piece)
+        run.extend(piece)
+        if head is None and len(run) > limit:
+            head = bytes(run[:half])
+            del run[: len(run) - half]
+        elif head is not None and len(run) > limit:
+            del run[: len(run) - half]
+
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            pieces = _STRUCTURE.split(chunk)
+            extend(pieces[0])
+            for index in range(1, len(pieces), 2):
+                flush()
+                kept.extend(pieces[index])
+                extend(pieces[index + 1])
+    flush()
+    return bytes(kept)
 
 
 def _case(element: ElementTree.Element, snapshot: Path) -> TestCase:

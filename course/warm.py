@@ -10,9 +10,9 @@ matters: a child can only import the `tiny_pi` of its own snapshot, because
 no process before it ever imported one.
 
 Protocol, one Unix-socket connection per run: the client sends one JSON line
-(`cwd`, `args`) with the write end of its output pipe attached (SCM_RIGHTS);
-the worker answers `{"pid": N}` once the child runs and `{"exit": N}` when it
-has ended.
+(`cwd`, `args`, `token`) with the write end of its output pipe attached
+(SCM_RIGHTS); the worker answers `{"pid": N}` once the child runs and
+`{"exit": N}` when it has ended and every process it left behind is killed.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import os
 import signal
 import socket
 import sys
+import time
 
 CORE = ("pytest", "trio", "attrs")
 
@@ -78,8 +79,15 @@ def _receive(connection: socket.socket) -> tuple[dict[str, object], int]:
 
 
 def _supervise(connection: socket.socket) -> None:
-    """Fork the run, report its pid, wait, report its exit status."""
+    """Fork the run, report its pid, wait, clear up what it left, report its exit status.
+
+    The supervisor is a child subreaper: a process the run started that
+    escaped its process group (setsid, a double fork) and was orphaned is
+    re-parented here instead of to init, so it can be killed before the
+    run is reported finished, whatever it did to its environment.
+    """
     request, output_fd = _receive(connection)
+    _become_subreaper()
     pid = os.fork()
     if pid == 0:
         connection.close()
@@ -88,8 +96,63 @@ def _supervise(connection: socket.socket) -> None:
     connection.sendall(json.dumps({"pid": pid}).encode() + b"\n")
     _, status = os.waitpid(pid, 0)
     code = os.waitstatus_to_exitcode(status)
+    _kill_strays()
     connection.sendall(json.dumps({"exit": code}).encode() + b"\n")
     connection.close()
+
+
+def _become_subreaper() -> None:
+    """prctl(PR_SET_CHILD_SUBREAPER, 1) on Linux; elsewhere the process group has to do."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(36, 1, 0, 0, 0)  # 36 = PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        pass
+
+
+def _children() -> list[int]:
+    """Live children of this process, from /proc (orphans re-parented here included)."""
+    me = str(os.getpid())
+    found = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for name in entries:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as handle:
+                fields = handle.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[1].decode() == me and fields[0] != b"Z":
+            found.append(int(name))
+    return found
+
+
+def _kill_strays() -> None:
+    """Kill and reap every remaining descendant; killing one orphans its children to us."""
+    for _ in range(100):
+        strays = _children()
+        for pid in strays:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        while True:
+            try:
+                if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                    break
+            except ChildProcessError:
+                break
+        if not strays:
+            return
+        time.sleep(0.005)
 
 
 def _run_child(request: dict[str, object], output_fd: int) -> None:
@@ -102,6 +165,8 @@ def _run_child(request: dict[str, object], output_fd: int) -> None:
     os.dup2(devnull, 0)
     cwd = str(request["cwd"])
     os.chdir(cwd)
+    # The run's token: processes it starts carry it, so the client can find escapees.
+    os.environ["COURSE_RUN_ID"] = str(request.get("token", ""))
     sys.path.insert(0, cwd)  # what `python -m pytest` does with the current directory
     sys.argv = ["pytest", *request["args"]]  # type: ignore[misc]
     code = 3
