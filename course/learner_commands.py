@@ -1,7 +1,7 @@
-"""The learner's loop on the command line: hint, diff, status, reset.
+"""The learner's loop on the command line: watch, hint, diff, status, reset.
 
 Only parsing and printing live here; each command's logic is in its own
-module (hints, learner_diff, status, reset). `register` adds the
+module (watch, hints, learner_diff, status, reset). `register` adds the
 commands to the `course` group, so cli.py needs one import and one call.
 
 Exit codes as everywhere: 0 success, 1 a check deviated (red tests, files
@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import click
+import trio
 
 from course import hints as hint_ladder
 from course.context import CourseContext, pass_context
@@ -23,7 +24,77 @@ from course.learner_diff import MISSING, SAME, compare, line_colour
 from course.render import colour_setting
 from course.reset import open_practice_repo, plan_reset, reset
 from course.status import course_status, default_practice_dir, first_open_lab, read_last_test
+from course.watch import DEFAULT_DEBOUNCE_MS, WatchSession, choose_mode
 from course.workspace import practice_is_usable
+
+
+def _colourise(line: str) -> str:
+    """Colour a result-screen line by what it says; click drops the codes when piped or NO_COLOR."""
+    stripped = line.lstrip()
+    if stripped.startswith("Green"):
+        return click.style(line, fg="green", bold=True)
+    if stripped.startswith("Not yet"):
+        return click.style(line, fg="red", bold=True)
+    if stripped.startswith("[FAIL]"):
+        return click.style(line, fg="red")
+    if stripped.startswith("[ok]"):
+        return click.style(line, fg="green")
+    if stripped.startswith("== run"):
+        return click.style(line, bold=True)
+    return line
+
+
+# watch ----------------------------------------------------------------------------
+
+
+@click.command("watch")
+@click.argument("chapter_id")
+@click.argument("directory", required=False)
+@click.option("--lab", "lab_id", help="Run only this lab's selection, e.g. 2.1.")
+@click.option("--once", is_flag=True, help="Wait for one save, run once, exit 0 when green and 1 when not.")
+@click.option(
+    "--poll",
+    is_flag=True,
+    help="Poll for changes instead of using file events (network drives, containers, VM shares).",
+)
+@click.option(
+    "--debounce",
+    type=click.IntRange(10, 10_000),
+    default=DEFAULT_DEBOUNCE_MS,
+    show_default=True,
+    help="Quiet time in ms after a save before the tests run.",
+)
+@pass_context
+def watch_command(
+    ctx: CourseContext,
+    chapter_id: str,
+    directory: str | None,
+    lab_id: str | None,
+    once: bool,
+    poll: bool,
+    debounce: int,
+) -> None:
+    """Re-run a chapter's focused tests (or one lab) whenever a file in DIRECTORY is saved."""
+    chapter = ctx.chapter(chapter_id)
+    lab = chapter.lab(lab_id) if lab_id else None
+    target = ctx.learner_dir(chapter, directory)
+    practice_is_usable(target)
+    mode = choose_mode(target, poll)
+    clear = click.clear if sys.stdout.isatty() else None
+    session = WatchSession(
+        chapter,
+        lab,
+        target,
+        once=once,
+        echo=lambda line: click.echo(_colourise(line)),
+        clear=clear,
+        debounce_ms=debounce,
+    )
+    last_ok = trio.run(session.run, mode)
+    if session.stopped_by is not None:
+        click.echo(f"Stopped watching ({session.stopped_by}) after {session.runs} run(s).")
+        sys.exit(0)
+    sys.exit(0 if last_ok else 1)
 
 
 # hint -----------------------------------------------------------------------------
@@ -201,5 +272,5 @@ def register(group: click.Group) -> None:
     setting = colour_setting()
     if setting is not None:
         group.context_settings["color"] = setting
-    for command in (hint_command, diff_command, status_command, reset_command):
+    for command in (watch_command, hint_command, diff_command, status_command, reset_command):
         group.add_command(command)
