@@ -1,5 +1,10 @@
 """`python -m course` is the same as the `course` command."""
 
-from course.cli import main
+import sys
+
+try:
+    from course.cli import main
+except KeyboardInterrupt:  # Ctrl-C while starting up: nothing was begun
+    sys.exit(130)
 
 main()

@@ -208,6 +208,25 @@ def main() -> None:
     except KeyboardInterrupt:
         click.echo("Interrupted; nothing was left half-made.", err=True)
         sys.exit(130)
+    except BaseExceptionGroup as group:
+        # trio wraps what is raised inside a nursery; a Ctrl-C is still a Ctrl-C,
+        # and the course's own errors are still one paragraph each.
+        if group.split(KeyboardInterrupt)[1] is None:
+            click.echo("Interrupted; nothing was left half-made.", err=True)
+            sys.exit(130)
+        errors, rest = group.split(CourseError)
+        if errors is None or rest is not None:
+            raise
+        for error in _leaves(errors):
+            click.echo(f"course: {error}", err=True)
+        sys.exit(2)
+
+
+def _leaves(group: BaseExceptionGroup) -> list[BaseException]:
+    leaves: list[BaseException] = []
+    for error in group.exceptions:
+        leaves += _leaves(error) if isinstance(error, BaseExceptionGroup) else [error]
+    return leaves
 
 
 # The learner's loop (watch, hint, diff, status, reset) lives in its own module.

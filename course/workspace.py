@@ -8,16 +8,19 @@ overwritten, and a failure or Ctrl-C while making one leaves nothing behind.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
+import signal
 import tempfile
+import threading
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import git
 import trio
 
-from course.errors import ChapterError, UsageError
+from course.errors import ChapterError, CourseError, UsageError
 
 # Files a test run or an editor may leave in a snapshot; never part of one.
 IGNORED_NAMES = ("__pycache__", ".pytest_cache", ".hypothesis", "*.pyc", ".course", ".git")
@@ -101,35 +104,127 @@ def check_practice_target(directory: Path, course_root: Path) -> Path:
     return resolved
 
 
+# Signals that end a command; held back while a practice dir is made or cleared away.
+_ENDING_SIGNALS = {signal.SIGINT, signal.SIGTERM} | ({signal.SIGHUP} if hasattr(signal, "SIGHUP") else set())
+
+
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[Callable[[], bool]]:
+    """Hold Ctrl-C, SIGTERM and SIGHUP until the block ends; yield "has one arrived?".
+
+    A KeyboardInterrupt can land between any two bytecodes, including inside a
+    `finally` that is removing a staging directory; blocking the signals
+    (not ignoring them) means cleanup always completes, and the signal still
+    takes effect the moment the block ends: Ctrl-C as KeyboardInterrupt,
+    SIGTERM as termination. Child processes (git) inherit the mask, so a
+    terminal's Ctrl-C cannot kill them half-way either. The block is short:
+    a snapshot is a few files.
+    """
+    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+        yield lambda: False
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _ENDING_SIGNALS)
+    try:
+        yield lambda: bool(signal.sigpending() & _ENDING_SIGNALS)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 def make_practice_dir(source: Path, directory: Path, learning_md: str, message: str) -> None:
     """Create `directory` as a git repo holding `source` plus LEARNING.md, all or nothing.
 
     Everything is built in a hidden sibling and renamed into place as the last
-    step, so an error or Ctrl-C never leaves a half-made practice dir.
+    step (rename replaces an empty `directory` atomically), so an error, a full
+    disk or Ctrl-C never leaves a half-made practice dir, nor the sibling.
+    A Ctrl-C that arrives while building stops the build at the next step.
+    Failures of the file system or of git become one paragraph (CourseError,
+    exit 2), not a traceback.
     """
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}.course-", dir=directory.parent))
-    try:
-        build = staging / "dir"
-        copy_snapshot(source, build)
-        (build / "LEARNING.md").write_text(learning_md, encoding="utf-8")
-        (build / ".gitignore").write_text(PRACTICE_GITIGNORE, encoding="utf-8")
-        _commit_start(build, message)
-        if directory.is_dir():
-            directory.rmdir()  # it was checked to be empty
-        os.rename(build, directory)
-    finally:
+    with signals_deferred() as interrupted:
+        created: list[Path] = []
+        staging: Path | None = None
+        try:
+            created = _make_parents(directory.parent)
+            staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}.course-", dir=directory.parent))
+            build = staging / "dir"
+            steps: list[Callable[[], object]] = [
+                lambda: copy_snapshot(source, build),
+                lambda: (build / "LEARNING.md").write_text(learning_md, encoding="utf-8"),
+                lambda: (build / ".gitignore").write_text(PRACTICE_GITIGNORE, encoding="utf-8"),
+                lambda: _commit_start(build, message),
+            ]
+            for step in steps:
+                if interrupted():
+                    raise KeyboardInterrupt
+                step()
+            if interrupted():
+                raise KeyboardInterrupt
+            os.rename(build, directory)
+            created = []
+        except (OSError, git.GitError) as error:
+            raise CourseError(_could_not_make(directory, error, _clear(staging, created))) from None
+        except BaseException:
+            _clear(staging, created)
+            raise
+        else:
+            _clear(staging, created)
+
+
+def _make_parents(folder: Path) -> list[Path]:
+    """mkdir -p, returning the directories it created (deepest last), so a failure can take them back."""
+    missing = []
+    for candidate in (folder, *folder.parents):
+        if candidate.exists():
+            break
+        missing.append(candidate)
+    for candidate in reversed(missing):
+        candidate.mkdir(exist_ok=True)
+    return list(reversed(missing))
+
+
+def _clear(staging: Path | None, created: list[Path]) -> Path | None:
+    """Remove the staging dir and parents this command created; returns what could not be removed."""
+    if staging is not None:
         shutil.rmtree(staging, ignore_errors=True)
+        if staging.exists():
+            return staging
+    for folder in reversed(created):
+        try:
+            folder.rmdir()
+        except OSError:
+            break
+    return None
+
+
+def _could_not_make(directory: Path, error: OSError | git.GitError, left: Path | None) -> str:
+    if isinstance(error, git.GitCommandError):
+        stderr = str(error.stderr).strip().strip("'").strip()
+        lines = [line for line in stderr.splitlines() if line.strip()]
+        command = error.command[1] if isinstance(error.command, list) and len(error.command) > 1 else "git"
+        problem = f"`git {command}` failed: {lines[-1] if lines else error}"
+    elif isinstance(error, OSError):
+        problem = error.strerror or str(error)
+        where = error.filename2 or error.filename  # a failed rename names its destination second
+        if where:
+            problem += f" ({where})"
+        if error.errno == errno.EBUSY:
+            problem += "; is it a mount point? Choose a new directory inside it"
+    else:
+        problem = str(error)
+    tail = f"a partial copy is left at {left}; remove it." if left else "nothing was left behind."
+    return f"could not make the practice dir {directory}: {problem}; {tail}"
 
 
 def _commit_start(build: Path, message: str) -> None:
     repo = git.Repo.init(build, initial_branch="main")
-    with repo.config_writer() as config:
-        config.set_value("user", "name", "course")
-        config.set_value("user", "email", "course@localhost")
-    repo.git.add(A=True)
-    repo.index.commit(message)
-    repo.close()
+    try:
+        with repo.config_writer() as config:
+            config.set_value("user", "name", "course")
+            config.set_value("user", "email", "course@localhost")
+        repo.git.add(A=True)
+        repo.index.commit(message)
+    finally:
+        repo.close()
 
 
 def practice_is_usable(directory: Path) -> None:

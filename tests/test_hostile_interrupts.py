@@ -1,0 +1,175 @@
+"""Hostile input, part 3: interrupted work. A practice dir is whole or absent, never half-made.
+
+`course practice` builds the dir in a hidden sibling and renames it into
+place; the signals that end a command are held back while the sibling is
+built or removed (workspace.signals_deferred). These tests interrupt it at
+random moments, inject failures into each step, and fill a real disk.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import git
+import pytest
+
+from conftest import REPO, mini
+from course import workspace
+from course.errors import CourseError
+
+RUNS = 20
+PARENT_FILES = {"pytest.ini", "tiny_pi/__init__.py", "tests/test_01_adder.py"}
+WHOLE = PARENT_FILES | {"LEARNING.md", ".gitignore"}
+
+
+def assert_whole_or_absent(directory: Path) -> str:
+    """The promise: no DIR at all, or DIR with one commit holding every file; never a staging sibling."""
+    hidden = [entry.name for entry in directory.parent.iterdir() if entry.name.startswith(f".{directory.name}.")]
+    assert hidden == [], f"staging left behind: {hidden}"
+    if not directory.exists():
+        return "absent"
+    repo = git.Repo(directory)
+    try:
+        assert len(list(repo.iter_commits())) == 1
+        assert set(repo.git.ls_files().splitlines()) == WHOLE
+        assert not repo.is_dirty(untracked_files=True)
+    finally:
+        repo.close()
+    return "whole"
+
+
+def practice_process(course_root: Path, directory: Path) -> subprocess.Popen[str]:
+    env = dict(os.environ, COURSE_ROOT=str(course_root))
+    return subprocess.Popen(
+        [sys.executable, "-m", "course", "practice", "1", str(directory)],
+        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+
+
+def test_ctrl_c_at_random_moments_leaves_a_whole_practice_dir_or_none(mini_course: Path, tmp_path: Path) -> None:
+    """20 runs, each interrupted once; the delays are spread evenly over one run's duration.
+
+    The first run is not interrupted: its duration sets the spread. A Ctrl-C
+    that lands while Python itself is still starting (before any course code
+    runs) may print Python's own traceback; one that lands in course code
+    must not.
+    """
+    started = time.monotonic()
+    reference = practice_process(mini_course, tmp_path / "reference")
+    reference.communicate(timeout=120)
+    duration = time.monotonic() - started
+    assert reference.returncode == 0
+    assert assert_whole_or_absent(tmp_path / "reference") == "whole"
+
+    rng = random.Random(7)
+    seen = []
+    for index in range(RUNS):
+        delay = duration * (index + rng.random()) / RUNS
+        directory = tmp_path / f"work{index}"
+        process = practice_process(mini_course, directory)
+        time.sleep(delay)
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=120)
+        state = assert_whole_or_absent(directory)
+        if "Traceback" in stderr:
+            assert "/course/" not in stderr, f"a traceback from course code after {delay:.2f} s:\n{stderr}"
+        else:
+            assert process.returncode in (0, 1, 130, -signal.SIGINT), (process.returncode, stderr)
+        seen.append(state)
+    assert "absent" in seen and "whole" in seen, seen
+
+
+@pytest.mark.parametrize("step", ["copy_snapshot", "_commit_start"])
+def test_ctrl_c_inside_a_build_step_leaves_nothing(
+    mini_course: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, step: str
+) -> None:
+    """Deterministic: the Ctrl-C arrives in the middle of a step; the step finishes, the build stops."""
+    original = getattr(workspace, step)
+
+    def interrupted_step(*args: object) -> None:
+        os.kill(os.getpid(), signal.SIGINT)  # held back: delivered when the build has been cleared away
+        original(*args)
+
+    monkeypatch.setattr(workspace, step, interrupted_step)
+    area = tmp_path / "area"
+    area.mkdir()
+    directory = area / "new" / "work"
+    with pytest.raises(KeyboardInterrupt):
+        workspace.make_practice_dir(mini_course / "checkpoints/01-adder/parent", directory, "# card\n", "start")
+    assert list(area.iterdir()) == [], "the parent dirs this command made are taken back too"
+
+
+@pytest.mark.parametrize("step", ["copy_snapshot", "_commit_start"])
+def test_a_failed_step_leaves_nothing_and_says_so_in_one_paragraph(
+    mini_course: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, step: str
+) -> None:
+    """An injected full disk half-way through a step (the real one is below, when mount is allowed)."""
+    original = getattr(workspace, step)
+
+    def failing_step(*args: object) -> None:
+        original(*args)
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(tmp_path / "somewhere"))
+
+    monkeypatch.setattr(workspace, step, failing_step)
+    area = tmp_path / "area"
+    area.mkdir()
+    directory = area / "work"
+    with pytest.raises(CourseError) as caught:
+        workspace.make_practice_dir(mini_course / "checkpoints/01-adder/parent", directory, "# card\n", "start")
+    message = str(caught.value)
+    assert message.startswith(f"could not make the practice dir {directory}: No space left on device")
+    assert message.endswith("nothing was left behind.")
+    assert list(area.iterdir()) == []
+
+
+@pytest.fixture
+def tiny_disk(tmp_path: Path):
+    """A 64 kB tmpfs (root only); the test is skipped where mounting is not allowed."""
+    mount_point = tmp_path / "disk"
+    mount_point.mkdir()
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount_point)],
+                          capture_output=True, text=True)
+    if made.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {made.stderr.strip()}")
+    try:
+        yield mount_point
+    finally:
+        subprocess.run(["umount", "-l", str(mount_point)], check=False)
+
+
+def test_a_full_disk_leaves_nothing_half_made(mini_course: Path, tiny_disk: Path) -> None:
+    """The copy (git's hooks, here) runs out of space: exit 2, one paragraph, the disk as it was."""
+    directory = tiny_disk / "deeper" / "work"
+    result = mini(mini_course, "practice", "1", str(directory))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    assert f"could not make the practice dir {directory}" in result.stderr
+    assert "No space left on device" in result.stderr
+    assert "nothing was left behind." in result.stderr
+    assert list(tiny_disk.iterdir()) == []
+
+
+def test_a_mount_point_as_dir_is_refused_and_left_as_it_was(mini_course: Path, tiny_disk: Path) -> None:
+    """An empty mount point passes the checks, but cannot be replaced by a rename: say so, change nothing."""
+    result = mini(mini_course, "practice", "1", str(tiny_disk))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    assert "is it a mount point?" in result.stderr
+    assert tiny_disk.is_dir() and list(tiny_disk.iterdir()) == []
+    assert [entry.name for entry in tiny_disk.parent.iterdir() if entry.name.startswith(".")] == []
+
+
+def test_an_existing_empty_dir_is_replaced_in_one_step(mini_course: Path, tmp_path: Path) -> None:
+    """`mkdir work && course practice 01 work`: allowed, and at no moment is work/ missing or half-made."""
+    directory = tmp_path / "work"
+    directory.mkdir()
+    result = mini(mini_course, "practice", "1", str(directory))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert assert_whole_or_absent(directory) == "whole"
