@@ -37,7 +37,7 @@ from attrs import frozen
 
 from course.catalog import Chapter, Lab
 from course.checks import Check, check_practice
-from course.errors import UsageError
+from course.errors import CourseError, UsageError
 from course.failures import digest
 from course.progress import save_result
 
@@ -349,7 +349,9 @@ class WatchSession:
         clear: Callable[[], None] | None = None,
         debounce_ms: int = DEFAULT_DEBOUNCE_MS,
         poll_ms: int = POLL_INTERVAL_MS,
+        source: Source | None = None,
     ) -> None:
+        self.source = source
         self.chapter = chapter
         self.lab = lab
         self.directory = directory
@@ -415,15 +417,29 @@ class WatchSession:
             self.mode = WatchMode(True, "file events could not be set up")
             self.echo(message)
 
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._stop_on_signal, nursery.cancel_scope)
-            await watch_saves(
-                self.directory,
-                mode,
-                self.handle,
-                fell_back,
-                debounce_ms=self.debounce_ms,
-                poll_ms=self.poll_ms,
-            )
-            nursery.cancel_scope.cancel()
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._stop_on_signal, nursery.cancel_scope)
+                await watch_saves(
+                    self.directory,
+                    mode,
+                    self.handle,
+                    fell_back,
+                    debounce_ms=self.debounce_ms,
+                    poll_ms=self.poll_ms,
+                    source=self.source,
+                )
+                nursery.cancel_scope.cancel()
+        except BaseExceptionGroup as group:
+            # The nursery wraps what its body raises; the course's own errors must
+            # still reach the CLI as themselves: one paragraph and exit 2.
+            errors, rest = group.split(CourseError)
+            if errors is None or rest is not None:
+                raise
+            raise _first_leaf(errors) from None
         return self.last_ok
+
+
+def _first_leaf(group: BaseExceptionGroup) -> BaseException:
+    first = group.exceptions[0]
+    return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first

@@ -16,7 +16,9 @@ import pytest
 import trio
 
 from conftest import mini
-from course.watch import WatchMode, choose_mode, filesystem_type, is_relevant, watch_saves
+from course.catalog import load_catalog
+from course.errors import UsageError
+from course.watch import WatchMode, WatchSession, choose_mode, filesystem_type, is_relevant, watch_saves
 from loop_helpers import RIGHT, WRONG, LiveCourse, practice, save_by_rename, save_in_place
 
 ROOT = Path("/home/learner/practice/02-event-stream")
@@ -121,6 +123,23 @@ def test_a_native_watcher_that_cannot_start_falls_back_to_polling(tmp_path: Path
     assert mode.polling and "inotify watch limit reached" in mode.reason
     assert notes and "falling back to polling" in notes[0]
     assert seen == [None, ("tiny_pi/x.py",)], "the swap file was filtered out"
+
+
+def test_a_watcher_that_breaks_later_is_a_clear_error_not_a_traceback(mini_course: Path, tmp_path: Path) -> None:
+    chapter = load_catalog(mini_course).resolve("1")
+    lines: list[str] = []
+
+    def source(root: Path, **options: Any) -> AsyncIterator[set[tuple[int, str]]]:
+        async def generate() -> AsyncIterator[set[tuple[int, str]]]:
+            yield set()
+            raise OSError(2, "No such file or directory")
+
+        return generate()
+
+    session = WatchSession(chapter, None, tmp_path, once=True, echo=lines.append, source=source)
+    with pytest.raises(UsageError, match="stopped: .*No such file or directory"):
+        trio.run(session.run, WatchMode(False, "native"))
+    assert lines and lines[0].startswith("Watching")
 
 
 def test_watch_reacts_to_a_save_and_to_an_atomic_rename_save(mini_course: Path, tmp_path: Path) -> None:
