@@ -10,14 +10,12 @@ never in checkpoints/) and shows the next rung only when asked.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 
 from attrs import frozen
 
 from course.catalog import Chapter, Lab
-from course.progress import STATE_DIR
+from course.progress import read_state, remove_state, write_state
 
 HINTS_FILE = "hints.json"
 RUNG_NAMES = ("where to look", "the signature", "the idea in words", "a partial sketch")
@@ -61,15 +59,11 @@ class HintView:
         return self.seen >= self.total
 
 
-def _state_path(directory: Path) -> Path:
-    return directory / STATE_DIR / HINTS_FILE
-
-
 def _read_state(directory: Path, chapter: Chapter) -> dict[str, int]:
     """Rungs seen per lab id; a missing, foreign or damaged file means none."""
     try:
-        data = json.loads(_state_path(directory).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = json.loads(read_state(directory, HINTS_FILE) or "")
+    except ValueError:
         return {}
     if not isinstance(data, dict) or data.get("chapter") != chapter.name:
         return {}
@@ -80,18 +74,8 @@ def _read_state(directory: Path, chapter: Chapter) -> dict[str, int]:
 
 
 def _write_state(directory: Path, chapter: Chapter, seen: dict[str, int]) -> bool:
-    """Write atomically, so an interrupted write never loses the whole ladder."""
-    path = _state_path(directory)
-    try:
-        path.parent.mkdir(exist_ok=True)
-        handle, temporary = tempfile.mkstemp(prefix=".course-hints-", dir=path.parent)
-        os.chmod(temporary, 0o644)
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            json.dump({"chapter": chapter.name, "seen": seen}, stream, indent=2)
-        os.replace(temporary, path)
-        return True
-    except OSError:
-        return False
+    """Write atomically (progress.write_state), so an interrupted write never loses the whole ladder."""
+    return write_state(directory, HINTS_FILE, json.dumps({"chapter": chapter.name, "seen": seen}, indent=2))
 
 
 def seen_rungs(directory: Path, chapter: Chapter, lab: Lab) -> int:
@@ -169,8 +153,4 @@ def forget_all(directory: Path, chapter: Chapter) -> bool:
     """Forget every lab's rungs for `chapter`; True when there was something to forget."""
     if not _read_state(directory, chapter):
         return False
-    try:
-        _state_path(directory).unlink()
-    except OSError:
-        return False
-    return True
+    return remove_state(directory, HINTS_FILE)

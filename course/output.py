@@ -19,8 +19,20 @@ FAIL_MARK = "[FAIL]"
 
 
 def emit_json(document: dict[str, object]) -> None:
-    """Exactly one JSON document on stdout, nothing else there."""
-    click.echo(json.dumps(document, indent=2, ensure_ascii=False))
+    """Exactly one JSON document on stdout, nothing else there, and always valid UTF-8.
+
+    A path whose name is not UTF-8 arrives as a str with lone surrogates
+    (Python's surrogateescape); written raw, those bytes would make the
+    whole document undecodable. Then the document is written with \\u
+    escapes instead, which a reader turns back into the same str (and
+    os.fsencode into the same bytes).
+    """
+    text = json.dumps(document, indent=2, ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = json.dumps(document, indent=2)
+    click.echo(text)
 
 
 def report(command: str, checks: list[Check], duration: float, **extra: object) -> dict[str, object]:

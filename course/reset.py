@@ -24,8 +24,8 @@ import git
 from attrs import frozen
 
 from course.catalog import Chapter
-from course.errors import UsageError
-from course.progress import LAST_TEST, STATE_DIR
+from course.errors import CourseError, UsageError
+from course.progress import LAST_TEST, remove_state
 from course.workspace import IGNORED_NAMES
 
 SAVES_BRANCH = "course-saves"
@@ -148,7 +148,19 @@ def plan_reset(chapter: Chapter, directory: Path, files: Sequence[str] = ()) -> 
 
 
 def open_practice_repo(directory: Path) -> git.Repo:
-    """The practice dir's own repository (never an enclosing one, such as the course's)."""
+    """The practice dir's own repository (never an enclosing one, such as the course's).
+
+    Its `.git` must be a real directory inside DIR: a `.git` that is a symbolic
+    link, or a file naming a git dir elsewhere (`gitdir: ...`), would make
+    the save commit write into another repository, outside DIR.
+    """
+    dot_git = directory / ".git"
+    if dot_git.is_symlink() or (dot_git.exists() and not dot_git.is_dir()):
+        kind = "a symbolic link" if dot_git.is_symlink() else "a file, not a directory"
+        raise UsageError(
+            f"{dot_git} is {kind}: the repository it leads to is not inside {directory}, and reset "
+            "would save your versions there; nothing was changed."
+        )
     try:
         repo = git.Repo(directory)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
@@ -156,7 +168,12 @@ def open_practice_repo(directory: Path) -> git.Repo:
             f"{directory} is not a git repository, so your versions could not be kept before a reset; "
             "nothing was changed. (`course practice` makes practice dirs as git repositories.)"
         ) from None
-    if repo.working_tree_dir is None or Path(repo.working_tree_dir).resolve() != directory.resolve():
+    if (
+        repo.working_tree_dir is None
+        or Path(repo.working_tree_dir).resolve() != directory.resolve()
+        or Path(repo.git_dir).resolve() != dot_git.resolve()
+    ):
+        repo.close()
         raise UsageError(f"{directory} is not the top of its own git repository; nothing was changed.")
     return repo
 
@@ -211,19 +228,33 @@ def _restore(source: Path, target: Path) -> None:
         raise
 
 
-def apply_plan(plan: ResetPlan) -> None:
+def apply_plan(plan: ResetPlan) -> list[tuple[str, OSError]]:
+    """Apply every change it can; returns the ones the file system refused (read-only, immutable).
+
+    One refused file must not stop the others, nor end in a traceback after
+    half the plan ran: the caller reports exactly what was and was not done.
+    """
+    refused: list[tuple[str, OSError]] = []
     for change in plan.changes:
         mine = plan.directory / change.path
-        if change.action == REMOVE:
-            mine.unlink()
-        else:
-            _restore(plan.source / change.path, mine)
+        try:
+            if change.action == REMOVE:
+                mine.unlink()
+            else:
+                _restore(plan.source / change.path, mine)
+        except OSError as error:
+            refused.append((change.path, error))
     # The last verdict described code that is gone now.
-    (plan.directory / STATE_DIR / LAST_TEST).unlink(missing_ok=True)
+    remove_state(plan.directory, LAST_TEST)
+    return refused
 
 
 def reset(chapter: Chapter, plan: ResetPlan) -> str:
-    """Save the learner's versions, then apply `plan`; returns the save's sha."""
+    """Save the learner's versions, then apply `plan`; returns the save's sha.
+
+    Raises CourseError naming every file the file system refused (the rest
+    is done, and the save commit keeps the learner's versions of all).
+    """
     repo = open_practice_repo(plan.directory)
     try:
         names = ", ".join(change.path for change in plan.changes)
@@ -232,8 +263,23 @@ def reset(chapter: Chapter, plan: ResetPlan) -> str:
             f"Files reset: {names}\n"
             f"Bring one back: git checkout <this commit> -- <file>"
         )
-        sha = save_versions(repo, message)
+        try:
+            sha = save_versions(repo, message)
+        except git.GitCommandError as error:
+            said = [line for line in str(error.stderr).strip(" '\n").splitlines() if line.strip()]
+            raise CourseError(
+                f"could not save your versions in {plan.directory}'s repository, so nothing was changed: "
+                f"git said: {said[-1] if said else error}"
+            ) from None
     finally:
         repo.close()
-    apply_plan(plan)
+    refused = apply_plan(plan)
+    if refused:
+        problems = "; ".join(f"{path}: {error.strerror or error}" for path, error in refused)
+        done = len(plan.changes) - len(refused)
+        raise CourseError(
+            f"reset changed {done} of {len(plan.changes)} file(s) in {plan.directory}; these were refused "
+            f"by the file system: {problems}. Your versions of every file are saved in commit {sha[:10]} "
+            "(branch course-saves)."
+        )
     return sha
