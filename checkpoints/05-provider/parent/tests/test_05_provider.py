@@ -14,6 +14,7 @@ import io
 import json
 import socket
 import tempfile
+import tracemalloc
 from functools import partial
 from pathlib import Path
 
@@ -517,6 +518,39 @@ def test_chunks_partials_are_snapshots_that_later_events_do_not_change():
     assert events[1].partial.content == (text("Checking both."),)
     assert [len(event.partial.content) for event in events[:5]] == [0, 1, 2, 3, 4]
     assert events[5].partial.content[1].raw_arguments == '{"path": '
+
+
+def peak_bytes(action):
+    """`action()` and the most memory it held at once, as tracemalloc counts it (no clock)."""
+    started = not tracemalloc.is_tracing()
+    if started:
+        tracemalloc.start()
+    tracemalloc.reset_peak()
+    before = tracemalloc.get_traced_memory()[0]
+    try:
+        return action(), tracemalloc.get_traced_memory()[1] - before
+    finally:
+        if started:
+            tracemalloc.stop()
+
+
+def test_chunks_keeping_every_event_costs_memory_linear_in_the_reply():
+    # A queue holds every event when the producer runs ahead of the consumer. If each
+    # partial copied the text so far, 4x the deltas would cost about 16x the memory.
+    def every_event(deltas):
+        assembler = ChunkAssembler("openai-compatible", "test-model")
+        payload = json.dumps(says("0123456789"))
+        events = [assembler.start()]
+        for _ in range(deltas):
+            events += assembler.feed(payload)
+        return events
+
+    _, small = peak_bytes(lambda: every_event(1_000))
+    events, large = peak_bytes(lambda: every_event(4_000))
+
+    assert large < 8 * small, f"4x the deltas held {large / small:.1f}x the memory"
+    assert events[2].partial.content == (text("0123456789" * 2),)  # as it stood at that event
+    assert events[-1].partial.content == (text("0123456789" * 4_000),)
 
 
 # Lab 5.4: the real HTTP transport, and errors as events.

@@ -7,6 +7,12 @@ problem never escapes as an exception: a malformed chunk, an invalid JSON
 payload or a contradiction becomes one terminal error event that keeps
 the partial message.
 
+Every event carries its own snapshot of the message, and a long reply is
+tens of thousands of deltas, so a snapshot must not copy the text so far:
+a block's text is kept as a list of pieces, and an event's partial is a
+`LazyPartial` that remembers how many pieces each block had. The text is
+joined only if somebody reads that partial.
+
 Lab 5.3 starter: the names are given; write the bodies (and the state the
 assembler needs in `__init__`).
 """
@@ -43,6 +49,11 @@ def parse_arguments(raw: str) -> dict[str, Any] | None:
 def unparsed(block: AssistantContent) -> AssistantContent:
     """A tool call nobody may run: arguments None, the raw text kept for diagnosis."""
     raise NotImplementedError("lab 5.3: make a tool call unrunnable")
+
+
+def with_text(block: AssistantContent, text: str) -> AssistantContent:
+    """The block holding `text`: a text block's words, or a tool call's raw arguments."""
+    raise NotImplementedError("lab 5.3: a block holding its text")
 
 
 class ChunkAssembler:

@@ -6,6 +6,12 @@ calls merged by their wire `index`, the finish reason, the usage. A wire
 problem never escapes as an exception: a malformed chunk, an invalid JSON
 payload or a contradiction becomes one terminal error event that keeps
 the partial message.
+
+Every event carries its own snapshot of the message, and a long reply is
+tens of thousands of deltas, so a snapshot must not copy the text so far:
+a block's text is kept as a list of pieces, and an event's partial is a
+`LazyPartial` that remembers how many pieces each block had. The text is
+joined only if somebody reads that partial.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from tiny_pi.messages import (
     AssistantMessage,
     DoneEvent,
     ErrorEvent,
+    LazyPartial,
     ModelEvent,
     StartEvent,
     StopReason,
@@ -103,6 +110,13 @@ def unparsed(block: AssistantContent) -> AssistantContent:
     return block
 
 
+def with_text(block: AssistantContent, text: str) -> AssistantContent:
+    """The block holding `text`: a text block's words, or a tool call's raw arguments."""
+    if isinstance(block, ToolCall):
+        return attrs.evolve(block, raw_arguments=text)
+    return TextContent(text)
+
+
 class ChunkAssembler:
     """One model call's chunks in, its model events out; the partial message lives here."""
 
@@ -111,7 +125,12 @@ class ChunkAssembler:
         self._model = model
         self._secret = secret  # scrubbed from every error message
         self._timestamp = now_ms()
-        self._blocks: list[AssistantContent] = []  # the latest snapshot of every block
+        # Every block as it began (a call also gets what the finish decided about its
+        # arguments). A tuple, replaced and never changed: events share it, uncopied.
+        self._blocks: tuple[AssistantContent, ...] = ()
+        # The text of block i (a call's raw arguments) is "".join(self._pieces[i]). The
+        # lists only grow, so a list's length says exactly how far its block had come.
+        self._pieces: list[list[str]] = []
         self._text_index: int | None = None  # the text block still growing, if any
         self._calls: dict[int, int] = {}  # wire index of a tool call -> its content index
         self._finish_reason: str | None = None
@@ -121,7 +140,7 @@ class ChunkAssembler:
 
     def start(self) -> StartEvent:
         """The first event: an empty partial."""
-        return StartEvent(self._snapshot("stop"))
+        return StartEvent(self._snapshot())
 
     def feed(self, data: str) -> list[ModelEvent]:
         """The events one SSE data payload implies; `[DONE]` ends the stream."""
@@ -139,16 +158,16 @@ class ChunkAssembler:
         if self._stop_reason is None:
             return self.fail("the stream ended before a finish_reason arrived")
         self.closed = True
-        return DoneEvent(self._stop_reason, self._snapshot(self._stop_reason))
+        return DoneEvent(self._stop_reason, self._final(self._stop_reason))
 
     def fail(self, message: str, reason: Literal["error", "aborted"] = "error") -> ErrorEvent:
         """The terminal error event; the partial message stays, no call in it can run."""
         if self._secret:
             message = message.replace(self._secret, "[redacted]")
         if self._stop_reason != "toolUse":
-            self._blocks = [unparsed(block) for block in self._blocks]
+            self._blocks = tuple(unparsed(block) for block in self._blocks)
         self.closed = True
-        return ErrorEvent(reason, self._snapshot(reason, message))
+        return ErrorEvent(reason, self._final(reason, message))
 
     def _read_chunk(self, chunk: dict[str, Any]) -> list[ModelEvent]:
         if chunk.get("error") is not None:
@@ -183,11 +202,9 @@ class ChunkAssembler:
     def _on_text(self, delta: str) -> TextDeltaEvent:
         """Extend the growing text block; text after a tool call opens a new one."""
         if self._text_index is None:
-            self._text_index = len(self._blocks)
-            self._blocks.append(TextContent(""))
-        index = self._text_index
-        self._blocks[index] = TextContent(self._blocks[index].text + delta)
-        return TextDeltaEvent(index, delta, self._snapshot("stop"))
+            self._text_index = self._grow(TextContent(""))
+        self._pieces[self._text_index].append(delta)  # never `text + delta`: that copies it all
+        return TextDeltaEvent(self._text_index, delta, self._snapshot())
 
     def _on_fragment(self, fragment: dict[str, Any], path: str) -> ToolCallDeltaEvent:
         """Merge one tool-call fragment into the call with the same wire index."""
@@ -197,9 +214,8 @@ class ChunkAssembler:
         if index not in self._calls:
             self._calls[index] = self._open_call(fragment, function, path)
         content_index = self._calls[index]
-        call = self._blocks[content_index]
-        self._blocks[content_index] = attrs.evolve(call, raw_arguments=call.raw_arguments + piece)
-        return ToolCallDeltaEvent(content_index, piece, self._snapshot("stop"))
+        self._pieces[content_index].append(piece)
+        return ToolCallDeltaEvent(content_index, piece, self._snapshot())
 
     def _open_call(self, fragment: dict[str, Any], function: dict[str, Any], path: str) -> int:
         """The first fragment of a call: the only one that carries its id and name."""
@@ -208,7 +224,12 @@ class ChunkAssembler:
         call_id = expect_str(fragment["id"], f"{path}.id")
         name = expect_str(function.get("name"), f"{path}.function.name")
         self._text_index = None
-        self._blocks.append(ToolCall(id=call_id, name=name, arguments={}, raw_arguments=""))
+        return self._grow(ToolCall(id=call_id, name=name, arguments={}, raw_arguments=""))
+
+    def _grow(self, block: AssistantContent) -> int:
+        """Add a block whose text will arrive in pieces; return its content index."""
+        self._blocks += (block,)
+        self._pieces.append([])
         return len(self._blocks) - 1
 
     def _finish(self, finish_reason: str) -> list[ModelEvent]:
@@ -221,23 +242,56 @@ class ChunkAssembler:
         self._stop_reason = stop_reason_for(finish_reason, bool(self._calls))
         self._finish_reason = finish_reason
         if self._stop_reason == "length":
-            self._blocks = [unparsed(block) for block in self._blocks]
+            self._blocks = tuple(unparsed(block) for block in self._blocks)
             return []  # a cut-off call is never parsed, never announced as complete
         return [self._end_call(index) for index in sorted(self._calls.values())]
 
     def _end_call(self, content_index: int) -> ToolCallEndEvent:
-        call = self._blocks[content_index]
-        call = attrs.evolve(call, arguments=parse_arguments(call.raw_arguments))
-        self._blocks[content_index] = call
-        return ToolCallEndEvent(content_index, call, self._snapshot("stop"))
+        """A finished call: its raw arguments joined and parsed, once."""
+        raw = "".join(self._pieces[content_index])
+        call = with_text(self._blocks[content_index], raw)
+        call = attrs.evolve(call, arguments=parse_arguments(raw))
+        blocks = self._blocks
+        self._blocks = (*blocks[:content_index], call, *blocks[content_index + 1 :])
+        return ToolCallEndEvent(content_index, call, self._snapshot())
 
-    def _snapshot(self, stop_reason: StopReason, error: str | None = None) -> AssistantMessage:
-        """The message so far. Blocks are frozen, so snapshots share all but the one that grew."""
+    def _snapshot(self) -> LazyPartial:
+        """This event's partial: the blocks tuple and each block's piece count, O(blocks).
+
+        Nothing is joined now. Because the blocks tuple is never changed and the
+        piece lists only grow, these two are enough to build, later, the message
+        exactly as it stands now.
+        """
+        sizes = tuple(map(len, self._pieces))  # how many pieces each block has now
+        return LazyPartial(self._message_at, self._blocks, sizes, self._usage)
+
+    def _final(self, stop_reason: StopReason, error: str | None = None) -> AssistantMessage:
+        """The terminal message, built at once: it is the one the transcript keeps."""
+        sizes = tuple(map(len, self._pieces))
+        return self._message_at(self._blocks, sizes, self._usage, stop_reason, error)
+
+    def _message_at(
+        self,
+        blocks: tuple[AssistantContent, ...],
+        sizes: tuple[int, ...],
+        usage: Usage,
+        stop_reason: StopReason = "stop",
+        error: str | None = None,
+    ) -> AssistantMessage:
+        """The message whose block i holds the first sizes[i] pieces of its text.
+
+        `self._pieces` may have grown since `blocks` and `sizes` were taken: zip
+        stops at the blocks of that moment, and `[:size]` at their pieces.
+        """
+        content = tuple(
+            with_text(block, "".join(pieces[:size]))
+            for block, pieces, size in zip(blocks, self._pieces, sizes)
+        )
         return AssistantMessage(
-            content=tuple(self._blocks),
+            content=content,
             provider=self._provider,
             model=self._model,
-            usage=self._usage,
+            usage=usage,
             stop_reason=stop_reason,
             timestamp=self._timestamp,
             error_message=error,
