@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 import tomllib
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import attrs
@@ -24,6 +24,7 @@ DIR_PATTERN = re.compile(r"^(\d{2})-([a-z0-9]+(?:-[a-z0-9]+)*)$")
 MODES = ("rebuild", "observe")
 RED_LIGHT_KINDS = ("collection-error", "failed")
 DEFAULT_TIME_LIMIT = 30.0
+MAX_TIME_LIMIT = 3600.0
 
 
 def _tuple_of_str(value: Any) -> tuple[str, ...]:
@@ -265,6 +266,14 @@ def load_chapter(root: Path) -> Chapter:
         raise top.fail("mode", f"must be one of {', '.join(MODES)}, got {data['mode']!r}")
     if not data["focused_tests"]:
         raise top.fail("focused_tests", "names no test file")
+    for key in ("teaching_files", "focused_tests", "starter_files", "lesson_files"):
+        for name in data.get(key, []):
+            _check_relative(top, key, name)
+    if data["expected_passed"] < 0:
+        raise top.fail("expected_passed", f"must be 0 or more, got {data['expected_passed']}")
+    if "time_limit" in data and not (0 < data["time_limit"] <= MAX_TIME_LIMIT):  # also false for nan
+        raise top.fail("time_limit", f"must be a number of seconds above 0 and at most {MAX_TIME_LIMIT:g}, "
+                       f"got {data['time_limit']!r}")
     red = _Reader(path, "first_red_light").table(data["first_red_light"], _RED_LIGHT_KEYS, set())
     if red["kind"] not in RED_LIGHT_KINDS:
         raise _Reader(path, "first_red_light").fail(
@@ -272,7 +281,7 @@ def load_chapter(root: Path) -> Chapter:
         )
     if not red["fragments"]:
         raise _Reader(path, "first_red_light").fail("fragments", "needs at least one fragment")
-    labs = tuple(_load_lab(path, i, raw, data["number"]) for i, raw in enumerate(data["labs"]))
+    labs = tuple(_load_lab(path, i, raw, data["number"], data["focused_tests"]) for i, raw in enumerate(data["labs"]))
     redlights = tuple(
         _load_redlight(path, i, raw, data["focused_tests"]) for i, raw in enumerate(data["redlights"])
     )
@@ -302,7 +311,7 @@ def load_chapter(root: Path) -> Chapter:
     return chapter
 
 
-def _load_lab(path: Path, index: int, raw: Any, number: int) -> Lab:
+def _load_lab(path: Path, index: int, raw: Any, number: int, focused: list[str]) -> Lab:
     reader = _Reader(path, f"labs[{index}]")
     if not isinstance(raw, dict):
         raise reader.fail("", "each lab is a [[labs]] table")
@@ -315,7 +324,36 @@ def _load_lab(path: Path, index: int, raw: Any, number: int) -> Lab:
         raise reader.fail("nodes", "is empty: a lab must select at least one test")
     if "select" in raw and not raw["select"].strip():
         raise reader.fail("select", "is empty: a lab must select at least one test")
+    if raw["expected_passed"] < 0:
+        raise reader.fail("expected_passed", f"must be 0 or more, got {raw['expected_passed']}")
+    for node in raw.get("nodes", []):
+        if not isinstance(node, str) or node.split("::")[0] not in focused:
+            raise reader.fail("nodes", f"{node!r} is not a test of a focused test file ({', '.join(focused)})")
     return Lab(**raw)
+
+
+def _check_relative(reader: _Reader, key: str, name: str) -> None:
+    """A file named in chapter.toml stays inside its snapshot (or chapter) and reads as a file.
+
+    These names become paths the tools read and write (`course reset` restores
+    teaching files into a learner's dir, `course diff` shows them) and
+    arguments of pytest runs: an absolute path or `..` would reach outside,
+    and a leading `-` would be read as an option.
+    """
+    pure = PurePosixPath(name)
+    if (
+        not name
+        or pure.is_absolute()
+        or ".." in pure.parts
+        or "\\" in name
+        or name.startswith("-")
+        or pure.as_posix() != name
+    ):
+        raise reader.fail(
+            key,
+            f"{name!r} must be a plain relative path that stays inside (not absolute, no '..', "
+            "no leading '-'), like 'tiny_pi/messages.py'",
+        )
 
 
 def _load_redlight(path: Path, index: int, raw: Any, focused: list[str]) -> RedLight:
@@ -323,6 +361,7 @@ def _load_redlight(path: Path, index: int, raw: Any, focused: list[str]) -> RedL
     if not isinstance(raw, dict):
         raise reader.fail("", "each red-light exercise is a [[redlights]] table")
     reader.table(raw, _REDLIGHT_KEYS, set())
+    _check_relative(reader, "patch", raw["patch"])
     test_file = raw["test"].split("::")[0]
     if test_file not in focused:
         raise reader.fail("test", f"{raw['test']!r} is not in a focused test file ({', '.join(focused)})")
@@ -362,6 +401,13 @@ def _check_files(path: Path, chapter: Chapter) -> None:
             )
     if not chapter.lesson.is_file():
         raise ChapterError(f"{path}: the lesson README.md is missing")
+    try:
+        chapter.lesson.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ChapterError(
+            f"{chapter.lesson}: the lesson is not UTF-8 text (byte {error.object[error.start]:#04x} "
+            f"at offset {error.start})"
+        ) from None
 
 
 def load_catalog(root: Path) -> Catalog:
