@@ -80,7 +80,8 @@ def _git_env() -> dict[str, str]:
 
 def check_practice_target(directory: Path, course_root: Path) -> Path:
     """Refuse any DIR where making a practice dir could destroy or confuse something."""
-    resolved = directory.expanduser().resolve()
+    given = directory.expanduser()
+    resolved = given.resolve()
     root = course_root.resolve()
     checkpoints = root / "checkpoints"
     if resolved == checkpoints or checkpoints in resolved.parents:
@@ -92,8 +93,18 @@ def check_practice_target(directory: Path, course_root: Path) -> Path:
         raise UsageError(f"{directory} is the course repository or one of its parents; choose a new directory.")
     if resolved == Path.home().resolve() or resolved == Path(resolved.anchor):
         raise UsageError(f"{directory} is your home or the file system root; choose a new directory.")
-    if directory.is_symlink() or resolved.is_symlink():
+    if ".git" in resolved.parts:
+        raise UsageError(
+            f"{directory} is inside a .git directory, where git keeps a repository's history; "
+            "a practice dir there could corrupt it. Choose a directory elsewhere."
+        )
+    if given.is_symlink():
         raise UsageError(f"{directory} is a symbolic link; give a real directory path.")
+    if resolved == Path.cwd().resolve():
+        raise UsageError(
+            f"{directory} is your current directory: it would be replaced under your shell's feet. "
+            "Give a new directory instead, e.g. `course practice NN work`."
+        )
     if resolved.exists() and not resolved.is_dir():
         raise UsageError(f"{directory} exists and is not a directory; nothing was changed.")
     if resolved.is_dir() and any(resolved.iterdir()):
