@@ -16,7 +16,7 @@ from course import output
 from course.cards import render_learning
 from course.catalog import Chapter
 from course.context import CourseContext, pass_context
-from course.checks import check_practice, excerpt, prove_chapter, verify
+from course.checks import check_practice, excerpt, prove_chapter, red_light_check, verify
 from course.errors import CourseError
 from course.failures import digest
 from course.progress import save_result
@@ -126,7 +126,7 @@ def practice(ctx: CourseContext, chapter_id: str, directory: str | None) -> None
         shown = run.outcome == "passed"
         click.echo(f"\nFocused tests: {run.summary()} (observe mode: the target is complete).")
     else:
-        shown = run.outcome == red.kind and all(f in run.output for f in red.fragments)
+        shown = red_light_check(chapter, run).ok
         click.echo(f"\nFirst red light: {run.summary()}")
         for fragment in red.fragments:
             mark = "seen" if fragment in run.output else "MISSING"
