@@ -23,6 +23,7 @@ import pytest
 from conftest import REPO, mini
 from course import workspace
 from course.errors import CourseError
+from hostile_helpers import leftovers, set_time_limit, wait_until_gone, work_dir
 
 RUNS = 20
 PARENT_FILES = {"pytest.ini", "tiny_pi/__init__.py", "tests/test_01_adder.py"}
@@ -173,3 +174,28 @@ def test_an_existing_empty_dir_is_replaced_in_one_step(mini_course: Path, tmp_pa
     result = mini(mini_course, "practice", "1", str(directory))
     assert result.returncode == 0, result.stdout + result.stderr
     assert assert_whole_or_absent(directory) == "whole"
+
+
+@pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
+def test_ctrl_c_during_course_test_stops_every_run(mini_course: Path, tmp_path: Path, warm: bool) -> None:
+    """Three runs stuck in a loop, Ctrl-C: exit 130 with one line, and no pytest (nor warm worker) left.
+
+    Before: the KeyboardInterrupt came out of trio's nursery as an exception
+    group, which the CLI printed as a traceback with exit status 1.
+    """
+    set_time_limit(mini_course, 60)
+    learner = work_dir(mini_course, tmp_path / "work")
+    (learner / "tiny_pi/adder.py").write_text("def add(a, b):\n    while True:\n        pass\n")
+    env = dict(os.environ, COURSE_ROOT=str(mini_course), COURSE_WARM="1" if warm else "0")
+    process = subprocess.Popen([sys.executable, "-m", "course", "test", "1", str(learner)], cwd=REPO, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not [entry for entry in leftovers(str(mini_course)) if "-m pytest" in entry or "warm.py" in entry]:
+        assert time.monotonic() < deadline, "the runs never started"
+        time.sleep(0.1)
+    time.sleep(0.5)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=30)
+    assert process.returncode == 130, stderr
+    assert stderr.strip() == "Interrupted; nothing was left half-made."
+    assert wait_until_gone(str(mini_course)) == []
