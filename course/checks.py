@@ -9,7 +9,7 @@ Independent runs go in parallel, bounded by the number of cores.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Awaitable, Callable
+from typing import Awaitable, Callable, Sequence
 
 import trio
 from attrs import field, frozen
@@ -70,7 +70,6 @@ async def prove_chapter(catalog: Catalog, chapter: Chapter, pool: RunPool | None
         lambda: _check_parent(chapter, pool),
         lambda: _check_target(catalog, chapter, pool),
     ]
-    jobs += [lambda lab=lab: _check_lab(chapter, lab, pool) for lab in chapter.labs]
     jobs += [lambda i=i: _check_redlight(chapter, i, pool) for i in range(len(chapter.redlights))]
     results: list[list[Check]] = [[] for _ in jobs]
 
@@ -91,11 +90,14 @@ async def _run_copy(
     selection: tuple[str, ...],
     pool: RunPool,
     patch: Path | None = None,
+    labs: Sequence[Lab] = (),
 ) -> RunResult:
     with scratch_copy(source, label) as copy:
         if patch is not None:
             await apply_patch(copy, patch)
-        return await pool.run(copy, selection, plugins=chapter.pytest_plugins, time_limit=chapter.time_limit)
+        return await pool.run(
+            copy, selection, plugins=chapter.pytest_plugins, time_limit=chapter.time_limit, labs=labs
+        )
 
 
 async def _check_parent(chapter: Chapter, pool: RunPool) -> Check:
@@ -125,11 +127,12 @@ def red_light_check(chapter: Chapter, run: RunResult) -> Check:
 
 
 async def _check_target(catalog: Catalog, chapter: Chapter, pool: RunPool) -> list[Check]:
-    """One run of every test file on target: this chapter's and every earlier one's."""
+    """One run of every test file on target: this chapter's, every earlier one's, every lab's."""
     earlier = catalog.earlier(chapter)
     files = tuple(dict.fromkeys(f for c in (*earlier, chapter) for f in c.focused_tests))
-    run = await _run_copy(chapter, chapter.target, "target", files, pool)
-    checks = [_count_check(chapter, "focused", "focused tests pass on target", chapter, run)]
+    run = await _run_copy(chapter, chapter.target, "target", files, pool, labs=chapter.labs)
+    checks = [lab_check(chapter, lab, run) for lab in chapter.labs]
+    checks.append(_count_check(chapter, "focused", "focused tests pass on target", chapter, run))
     for previous in earlier:
         checks.append(
             _count_check(
@@ -166,21 +169,26 @@ def _counts(run: RunResult, passed: int, failed: int) -> str:
     return f"{passed}/{passed + failed} passed"
 
 
-async def _check_lab(chapter: Chapter, lab: Lab, pool: RunPool) -> Check:
-    run = await _run_copy(chapter, chapter.target, f"lab-{lab.id}", lab_selection(chapter, lab), pool)
-    return lab_check(chapter, lab, run)
-
-
 def lab_check(chapter: Chapter, lab: Lab, run: RunResult) -> Check:
-    """A lab is green when its selection passes with exactly the expected count."""
-    ok = run.outcome == PASSED and run.passed == lab.expected_passed and run.failed == 0
+    """A lab is green when its selection passes with exactly the expected count.
+
+    `run` is either a run of the lab's own selection, or a run of the whole
+    focused file that sorted its tests into labs (RunResult.lab_counts).
+    """
+    if lab.id in run.lab_counts:
+        passed, failed = run.lab_counts[lab.id]
+        finished = run.outcome in (PASSED, FAILED)
+    else:
+        passed, failed = run.passed, run.failed
+        finished = run.outcome == PASSED
+    ok = finished and passed == lab.expected_passed and failed == 0
     return Check(
         chapter=chapter.name,
         kind="lab",
         name=f"lab {lab.id} {lab.title}",
         ok=ok,
         expected=f"{lab.expected_passed} passed",
-        actual=_counts(run, run.passed, run.failed),
+        actual=_counts(run, passed, failed),
         detail="" if ok else excerpt(run.output),
         duration=run.duration,
         run=run,
@@ -318,26 +326,15 @@ async def check_practice(
     if pool is None:
         async with RunPool(chapter.warm_imports) as own_pool:
             return await check_practice(chapter, directory, lab, own_pool)
-    labs = [lab] if lab is not None else list(chapter.labs)
-    checks: list[Check | None] = [None] * (len(labs) + (0 if lab else 1))
-
-    async def run_lab(index: int, one: Lab) -> None:
+    if lab is not None:
         run = await pool.run(
-            directory, lab_selection(chapter, one), plugins=chapter.pytest_plugins,
+            directory, lab_selection(chapter, lab), plugins=chapter.pytest_plugins,
             time_limit=chapter.time_limit,
         )
-        checks[index] = lab_check(chapter, one, run)
-
-    async def run_focused() -> None:
-        run = await pool.run(
-            directory, chapter.focused_tests, plugins=chapter.pytest_plugins,
-            time_limit=chapter.time_limit,
-        )
-        checks[-1] = _count_check(chapter, "focused", "all focused tests", chapter, run)
-
-    async with trio.open_nursery() as nursery:
-        for index, one in enumerate(labs):
-            nursery.start_soon(run_lab, index, one)
-        if lab is None:
-            nursery.start_soon(run_focused)
-    return [check for check in checks if check is not None]
+        return [lab_check(chapter, lab, run)]
+    run = await pool.run(
+        directory, chapter.focused_tests, plugins=chapter.pytest_plugins,
+        time_limit=chapter.time_limit, labs=chapter.labs,
+    )
+    checks = [lab_check(chapter, one, run) for one in chapter.labs]
+    return checks + [_count_check(chapter, "focused", "all focused tests", chapter, run)]

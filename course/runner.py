@@ -28,6 +28,8 @@ import attrs
 import trio
 from attrs import frozen
 
+from course.catalog import Lab
+
 # Outcomes of one run.
 PASSED = "passed"
 FAILED = "failed"
@@ -80,6 +82,7 @@ class RunResult:
     time_limit: float
     args: tuple[str, ...] = ()
     reported: bool = True  # pytest finished its JUnit report (it does unless killed or os._exit)
+    lab_counts: dict[str, tuple[int, int]] = attrs.field(factory=dict, eq=False)  # lab id -> (passed, failed)
 
     @property
     def passed(self) -> int:
@@ -357,8 +360,12 @@ async def run_pytest(
     plugins: Sequence[str] = (),
     time_limit: float = 30.0,
     worker: WarmWorker | None = None,
+    labs: Sequence[Lab] = (),
 ) -> RunResult:
     """Run pytest in `snapshot` in a process and process group of its own.
+
+    With `labs`, the same run also sorts its tests into those labs (see
+    course/labplugin.py), so one run answers for every lab.
 
     Waits at most `time_limit` seconds for pytest to exit. Whether it exits or
     the time runs out, everything the run started is then killed (its process
@@ -372,6 +379,9 @@ async def run_pytest(
     with tempfile.TemporaryDirectory(prefix="course-run-") as scratch:
         report = Path(scratch) / "report.xml"
         command = pytest_command(snapshot, report, selection, plugins)
+        lab_file = Path(scratch) / "labs.json"
+        if labs:
+            command[3:3] = _lab_arguments(labs, Path(scratch), lab_file)
         output = _BoundedOutput()
         started = time.monotonic()
         exit_code: int | None = None
@@ -403,6 +413,7 @@ async def run_pytest(
                 launched.close()
         duration = time.monotonic() - started
         tests = _read_report(report, snapshot)
+        lab_counts = _read_lab_counts(lab_file) if labs else {}
     if exit_code is None:
         outcome = TIMEOUT
     elif tests is None:
@@ -418,7 +429,33 @@ async def run_pytest(
         time_limit=time_limit,
         args=tuple(selection),
         reported=tests is not None,
+        lab_counts=lab_counts,
     )
+
+
+def _lab_arguments(labs: Sequence[Lab], scratch: Path, out: Path) -> list[str]:
+    """`-p course.labplugin` and its two files: the labs' selections in, members out."""
+    selections = {
+        lab.id: {"select": lab.select} if lab.select is not None else {"nodes": list(lab.nodes)}
+        for lab in labs
+    }
+    request = scratch / "lab-selections.json"
+    request.write_text(json.dumps(selections), encoding="utf-8")
+    return ["-p", "course.labplugin", f"--course-labs={request}", f"--course-labs-out={out}"]
+
+
+def _read_lab_counts(path: Path) -> dict[str, tuple[int, int]]:
+    """Lab id -> (passed, failed) among the lab's tests; empty when the run never finished."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    outcomes = data["outcomes"]
+    counts = {}
+    for lab, members in data["members"].items():
+        results = [outcomes.get(nodeid) for nodeid in members]
+        counts[lab] = (results.count("passed"), sum(r not in ("passed", "skipped") for r in results))
+    return counts
 
 
 async def _drain(stream: trio.abc.ReceiveStream, output: _BoundedOutput) -> None:
@@ -630,9 +667,10 @@ class RunPool:
         *,
         plugins: Sequence[str] = (),
         time_limit: float = 30.0,
+        labs: Sequence[Lab] = (),
     ) -> RunResult:
         """One isolated run; waits for a free core first."""
         async with self._limiter:
             return await run_pytest(
-                snapshot, selection, plugins=plugins, time_limit=time_limit, worker=self.worker
+                snapshot, selection, plugins=plugins, time_limit=time_limit, worker=self.worker, labs=labs
             )

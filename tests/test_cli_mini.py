@@ -26,7 +26,7 @@ def test_checkpoint_json_is_one_document(mini_course: Path) -> None:
     document = json.loads(result.stdout)
     assert document["ok"] is True and document["chapter"] == "01-adder"
     kinds = [check["kind"] for check in document["checks"]]
-    assert kinds == ["first-red-light", "focused", "lab", "lab", "redlight"]
+    assert kinds == ["first-red-light", "lab", "lab", "focused", "redlight"]
 
 
 def test_a_parent_that_is_already_green_is_a_deviation(mini_course: Path) -> None:
@@ -122,3 +122,16 @@ def test_verify_json_reports_every_check_per_chapter(mini_course: Path) -> None:
     kinds = {check["kind"] for check in document["checks"]}
     assert kinds == {"first-red-light", "focused", "lab", "redlight", "lineage", "card"}
     assert tree_hash(mini_course / "checkpoints") == before
+
+
+def test_one_run_sorts_tests_into_labs_like_k_does(mini_course: Path, tmp_path: Path) -> None:
+    """`course test` runs the focused file once; each lab is judged on its own tests only."""
+    directory = tmp_path / "p"
+    mini(mini_course, "practice", "1", str(directory))
+    (directory / "tiny_pi/adder.py").write_text("def add(a, b):\n    return 3\n")
+    result = mini(mini_course, "test", "1", str(directory), "--json")
+    document = json.loads(result.stdout)
+    labs = {check["name"]: (check["ok"], check["actual"]) for check in document["checks"] if check["kind"] == "lab"}
+    assert labs == {"lab 1.1 Small": (True, "1/1 passed"), "lab 1.2 Both": (False, "1/2 passed")}
+    assert result.returncode == 1
+    assert len({check["duration"] for check in document["checks"]}) == 1, "one run answers for every lab"
