@@ -96,7 +96,8 @@ async def _run_copy(
         if patch is not None:
             await apply_patch(copy, patch)
         return await pool.run(
-            copy, selection, plugins=chapter.pytest_plugins, time_limit=chapter.time_limit, labs=labs
+            copy, selection, plugins=chapter.pytest_plugins, time_limit=chapter.time_limit,
+            labs=labs, lab_files=chapter.focused_tests,
         )
 
 
@@ -334,7 +335,7 @@ async def check_practice(
         return [lab_check(chapter, lab, run)]
     run = await pool.run(
         directory, chapter.focused_tests, plugins=chapter.pytest_plugins,
-        time_limit=chapter.time_limit, labs=chapter.labs,
+        time_limit=chapter.time_limit, labs=chapter.labs, lab_files=chapter.focused_tests,
     )
     checks = [lab_check(chapter, one, run) for one in chapter.labs]
     return checks + [_count_check(chapter, "focused", "all focused tests", chapter, run)]

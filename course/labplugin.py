@@ -21,7 +21,7 @@ _OUT = "--course-labs-out"
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("course")
-    group.addoption(_LABS, default=None, help="JSON file: lab id -> {select: expr} or {nodes: [...]}")
+    group.addoption(_LABS, default=None, help="JSON file: lab id -> {select: expr, files: [...]} or {nodes: [...]}")
     group.addoption(_OUT, default=None, help="where to write lab members and outcomes")
 
 
@@ -39,8 +39,10 @@ class _Recorder:
 
         for lab, selection in self.labs.items():
             if "select" in selection:
+                # `-k` narrows the focused files only, exactly as a lab's own run does.
+                focused = [i for i in items if any(_within(i.nodeid, f) for f in selection["files"])]
                 expression = Expression.compile(selection["select"])
-                chosen = [i for i in items if expression.evaluate(KeywordMatcher.from_item(i))]
+                chosen = [i for i in focused if expression.evaluate(KeywordMatcher.from_item(i))]
             else:
                 nodes = selection["nodes"]
                 chosen = [i for i in items if any(_within(i.nodeid, node) for node in nodes)]

@@ -361,6 +361,7 @@ async def run_pytest(
     time_limit: float = 30.0,
     worker: WarmWorker | None = None,
     labs: Sequence[Lab] = (),
+    lab_files: Sequence[str] = (),
 ) -> RunResult:
     """Run pytest in `snapshot` in a process and process group of its own.
 
@@ -381,7 +382,7 @@ async def run_pytest(
         command = pytest_command(snapshot, report, selection, plugins)
         lab_file = Path(scratch) / "labs.json"
         if labs:
-            command[3:3] = _lab_arguments(labs, Path(scratch), lab_file)
+            command[3:3] = _lab_arguments(labs, lab_files, Path(scratch), lab_file)
         output = _BoundedOutput()
         started = time.monotonic()
         exit_code: int | None = None
@@ -433,10 +434,13 @@ async def run_pytest(
     )
 
 
-def _lab_arguments(labs: Sequence[Lab], scratch: Path, out: Path) -> list[str]:
-    """`-p course.labplugin` and its two files: the labs' selections in, members out."""
+def _lab_arguments(labs: Sequence[Lab], files: Sequence[str], scratch: Path, out: Path) -> list[str]:
+    """`-p course.labplugin` and its two files: the labs' selections in, members out.
+
+    A `-k` lab narrows `files` (the chapter's focused tests), as its own run would.
+    """
     selections = {
-        lab.id: {"select": lab.select} if lab.select is not None else {"nodes": list(lab.nodes)}
+        lab.id: {"select": lab.select, "files": list(files)} if lab.select is not None else {"nodes": list(lab.nodes)}
         for lab in labs
     }
     request = scratch / "lab-selections.json"
@@ -668,9 +672,11 @@ class RunPool:
         plugins: Sequence[str] = (),
         time_limit: float = 30.0,
         labs: Sequence[Lab] = (),
+        lab_files: Sequence[str] = (),
     ) -> RunResult:
         """One isolated run; waits for a free core first."""
         async with self._limiter:
             return await run_pytest(
-                snapshot, selection, plugins=plugins, time_limit=time_limit, worker=self.worker, labs=labs
+                snapshot, selection, plugins=plugins, time_limit=time_limit, worker=self.worker,
+                labs=labs, lab_files=lab_files,
             )
