@@ -80,11 +80,10 @@ def test_the_fuzzer_catches_a_broken_provider(tmp_path: Path, mutant: str) -> No
     assert "sk-fuzz-" not in report.workers[0].problem.replace("sk-fuzz-<KEY PIECE>", ""), "the report masks the key"
 
 
-K1_PROBE = """
+CUT_PROBE = """
 import os, sys
 sys.path.insert(0, os.getcwd())
 import fuzz_provider_worker as worker
-worker.STRICT = True
 for status, content_type, body in [
     (500, "text/plain", lambda n: "x" * n + worker.API_KEY + " is not valid"),
     (401, "application/json", lambda n: '{"error": ["' + "y" * n + worker.API_KEY + '"]}'),
@@ -96,25 +95,10 @@ print("held")
 """
 
 
-class KnownDefect(AssertionError):
-    """Raised only for the documented leak, so any other failure of the probe fails the test."""
-
-
-@pytest.mark.xfail(
-    strict=True,
-    raises=KnownDefect,
-    reason="known defect K1 of the chapter 05 target: http_error_message and error_text cut an error "
-    "text to 200 characters before ChunkAssembler.fail scrubs the key, so a key straddling the cut "
-    "leaves its first characters in the error event (scrub before cutting). The fuzz above counts "
-    "this shape as 'known-cut-leak' instead of failing; when this test passes, remove this mark "
-    "and run tools.fuzz_provider with --strict.",
-)
-def test_known_defect_k1_an_error_text_cut_at_200_characters_keeps_a_piece_of_the_key(tmp_path: Path) -> None:
+def test_an_error_text_cut_to_length_never_keeps_a_piece_of_the_key(tmp_path: Path) -> None:
     copy = tmp_path / "target"
     copy_snapshot(TARGET, copy)
     shutil.copyfile(WORKER, copy / WORKER.name)
-    result = subprocess.run([sys.executable, "-P", "-c", K1_PROBE], cwd=copy, env=isolated_env(),
+    result = subprocess.run([sys.executable, "-P", "-c", CUT_PROBE], cwd=copy, env=isolated_env(),
                             capture_output=True, text=True, timeout=120)
-    if result.returncode != 0 and "the API key leaked" in result.stderr:
-        raise KnownDefect(result.stderr.strip().splitlines()[-1][:300])
     assert result.returncode == 0 and "held" in result.stdout, result.stderr[-1500:]

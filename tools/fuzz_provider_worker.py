@@ -29,8 +29,8 @@ What must hold for every example (the design's contract for a provider):
 - the API key, or any 12-character piece of it, appears in no event, no
   message and nothing the provider printed or logged.
 
-The last line of stdout is a JSON summary (examples run, terminal kinds,
-known-defect count); the exit status is 0 only if every example held.
+The last line of stdout is a JSON summary (examples run, terminal kinds);
+the exit status is 0 only if every example held.
 """
 
 from __future__ import annotations
@@ -82,25 +82,6 @@ def where_it_leaks(text: str) -> str:
                 window = window.replace(KEY_BODY[j : j + PIECE], "<KEY PIECE>")
             return f"...{window}... (key characters {i}..{i + PIECE} found)"
     return ""
-
-
-# Known defect K1 of the chapter 05 target (pinned by tests/test_hostile_provider.py::
-# test_known_defect_k1_an_error_text_cut_at_200_characters_keeps_a_piece_of_the_key): an error body or error
-# value is cut to 200 characters *before* the key is scrubbed, so a key that straddles the cut
-# leaves its first characters at the very end of the error message. Without --strict such a
-# leak, and only such a leak, is counted instead of failing the run.
-STRICT = False
-
-
-def is_known_cut_leak(terminal: Any, shown: str) -> bool:
-    """The only leak is a proper prefix of the key ending an error message (the K1 shape)."""
-    message = terminal.error.error_message if terminal.type == "error" else None
-    if not message or API_KEY in message:
-        return False
-    cut = next((k for k in range(len(API_KEY) - 1, 0, -1) if message.endswith(API_KEY[:k])), 0)
-    if not cut or not leaks(message):
-        return False
-    return not leaks(shown.replace(message, "").replace(repr(message)[1:-1], ""))  # as printed by repr too
 
 
 # Strategies ----------------------------------------------------------------------------------
@@ -416,10 +397,7 @@ def play(case: dict[str, Any]) -> None:
     # message, the terminal event and what each event added cover everything shown.
     added = [getattr(event, "delta", "") + repr(getattr(event, "tool_call", "")) for event in events]
     shown = "".join(added) + repr(terminals[0]) + repr(result) + captured.getvalue() + LOG.getvalue()
-    if leaks(shown) and not STRICT and is_known_cut_leak(terminals[0], shown):
-        STATS["known-cut-leak"] = STATS.get("known-cut-leak", 0) + 1
-    else:
-        assert not leaks(shown), f"the API key leaked: {where_it_leaks(shown)}"
+    assert not leaks(shown), f"the API key leaked: {where_it_leaks(shown)}"
     name = terminals[0].type if terminals[0].type == "done" else f"error:{terminals[0].reason}"
     STATS[name] = STATS.get(name, 0) + 1
     STATS["examples"] += 1
@@ -433,11 +411,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--examples", type=int, default=10_000)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--strict", action="store_true", help="count the known defect K1 as a failure too")
     parser.add_argument("--no-shrink", action="store_true", help="report the first failing example as found")
     args = parser.parse_args()
-    global STRICT
-    STRICT = args.strict
     logging.basicConfig(stream=LOG, level=logging.DEBUG)  # whatever httpx or the provider logs
 
     phases = [Phase.explicit, Phase.reuse, Phase.generate] + ([] if args.no_shrink else [Phase.shrink])

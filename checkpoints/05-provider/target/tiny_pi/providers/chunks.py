@@ -47,6 +47,7 @@ from tiny_pi.providers.wire import (
     expect_str,
     optional_str,
     parse_json,
+    shorten,
 )
 
 
@@ -164,6 +165,7 @@ class ChunkAssembler:
         """The terminal error event; the partial message stays, no call in it can run."""
         if self._secret:
             message = message.replace(self._secret, "[redacted]")
+        message = shorten(message)
         if self._stop_reason != "toolUse":
             self._blocks = tuple(unparsed(block) for block in self._blocks)
         self.closed = True

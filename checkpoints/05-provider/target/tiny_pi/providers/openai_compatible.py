@@ -154,7 +154,7 @@ async def http_error_message(response: httpx.Response) -> str:
     try:
         detail = json.loads(body)
     except ValueError:
-        return f"HTTP {response.status_code}: {body[:200] or response.reason_phrase}"
+        return f"HTTP {response.status_code}: {body or response.reason_phrase}"
     if isinstance(detail, dict) and "error" in detail:
         detail = detail["error"]
     return f"HTTP {response.status_code}: {error_text(detail)}"

@@ -80,4 +80,10 @@ def error_text(value: object) -> str:
         return value["message"]
     if isinstance(value, str):
         return value
-    return json.dumps(value)[:200]
+    return json.dumps(value)
+
+
+def shorten(text: str, limit: int = 200) -> str:
+    """At most `limit` characters of an error text. Cut only after secrets are scrubbed:
+    a cut through the middle of a key would leave its first characters behind."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
