@@ -297,9 +297,13 @@ class WarmWorker:
             listener.close()
         worker = cls(process, folder)
         assert process.stdout is not None
-        with trio.move_on_after(WARM_START_LIMIT):
-            if (await process.stdout.receive_some(64)).startswith(b"ready"):
-                return worker
+        try:
+            with trio.move_on_after(WARM_START_LIMIT):
+                if (await process.stdout.receive_some(64)).startswith(b"ready"):
+                    return worker
+        except BaseException:
+            worker.close()  # Ctrl-C while it starts: it must not outlive the command
+            raise
         worker.close()
         return None
 

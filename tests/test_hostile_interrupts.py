@@ -176,9 +176,13 @@ def test_an_existing_empty_dir_is_replaced_in_one_step(mini_course: Path, tmp_pa
     assert assert_whole_or_absent(directory) == "whole"
 
 
+@pytest.mark.parametrize("pause", [0.5, 0.0], ids=["running", "starting"])
 @pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
-def test_ctrl_c_during_course_test_stops_every_run(mini_course: Path, tmp_path: Path, warm: bool) -> None:
-    """Three runs stuck in a loop, Ctrl-C: exit 130 with one line, and no pytest (nor warm worker) left.
+def test_ctrl_c_during_course_test_stops_every_run(mini_course: Path, tmp_path: Path, warm: bool, pause: float) -> None:
+    """Runs stuck in a loop, Ctrl-C: exit 130 with one line, and no pytest (nor warm worker) left.
+
+    With no pause the signal lands while the warm worker may still be starting,
+    which once left the worker behind.
 
     Before: the KeyboardInterrupt came out of trio's nursery as an exception
     group, which the CLI printed as a traceback with exit status 1.
@@ -192,8 +196,8 @@ def test_ctrl_c_during_course_test_stops_every_run(mini_course: Path, tmp_path: 
     deadline = time.monotonic() + 30
     while not [entry for entry in leftovers(str(mini_course)) if "-m pytest" in entry or "warm.py" in entry]:
         assert time.monotonic() < deadline, "the runs never started"
-        time.sleep(0.1)
-    time.sleep(0.5)
+        time.sleep(0.02)
+    time.sleep(pause)
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=30)
     assert process.returncode == 130, stderr
