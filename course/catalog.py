@@ -31,6 +31,16 @@ def _tuple_of_str(value: Any) -> tuple[str, ...]:
     return tuple(value)
 
 
+def chapter_nn(number: int) -> str:
+    """The two-digit number every path and command uses: 3 -> "03"."""
+    return f"{number:02d}"
+
+
+def chapter_name(number: int, slug: str) -> str:
+    """The directory name of a chapter: NN-slug."""
+    return f"{chapter_nn(number)}-{slug}"
+
+
 @frozen
 class FirstRedLight:
     """What the focused tests must show on the parent, and why."""
@@ -101,11 +111,11 @@ class Chapter:
 
     @property
     def nn(self) -> str:
-        return f"{self.number:02d}"
+        return chapter_nn(self.number)
 
     @property
     def name(self) -> str:
-        return f"{self.nn}-{self.slug}"
+        return chapter_name(self.number, self.slug)
 
     @property
     def parent(self) -> Path:

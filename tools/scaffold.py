@@ -23,7 +23,7 @@ import click
 from attrs import frozen
 
 from course.cards import CARD_BEGIN, CARD_END, with_card
-from course.catalog import DIR_PATTERN, Catalog, find_root, load_catalog, load_chapter
+from course.catalog import DIR_PATTERN, Catalog, chapter_name, chapter_nn, find_root, load_catalog, load_chapter
 from course.errors import CourseError, UsageError
 from course.workspace import copy_snapshot
 
@@ -46,11 +46,11 @@ class Plan:
 
     @property
     def nn(self) -> str:
-        return f"{self.number:02d}"
+        return chapter_nn(self.number)
 
     @property
     def name(self) -> str:
-        return f"{self.nn}-{self.slug}"
+        return chapter_name(self.number, self.slug)
 
     @property
     def focused_test(self) -> str:
