@@ -29,6 +29,7 @@ import trio
 from attrs import frozen
 
 from course.catalog import Lab
+from course.run_plugins import DIRECTORY as PLUGIN_DIRECTORY
 
 # Outcomes of one run.
 PASSED = "passed"
@@ -54,6 +55,13 @@ REPORT_RUN_LIMIT = 2 * DETAILS_LIMIT
 # Every process of one run carries RUN_ID_VAR=<token> in its environment, so
 # the ones that left its process group (setsid, a double fork) are found too.
 RUN_ID_VAR = "COURSE_RUN_ID"
+
+# Loaded into every run (see course/run_plugins/): failure reports as pytest
+# prints them, without re-walking a test file's syntax tree per traceback entry.
+RUN_PLUGINS = ("statement_cache",)
+# `python -m pytest`, with the plugins' directory at the end of the module path
+# (the warm worker appends it the same way): no PYTHONPATH for a test to see.
+_START_PYTEST = "import sys; sys.path.append({!r}); import pytest; sys.exit(pytest.console_main())"
 
 # Variables that would let the caller's environment change a snapshot's results.
 _DROPPED_ENV = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTEST_ADDOPTS", "PYTEST_PLUGINS")
@@ -181,11 +189,11 @@ def pytest_command(
     selection: Sequence[str],
     plugins: Sequence[str] = (),
 ) -> list[str]:
-    """The exact command line of an isolated run (also shown to learners)."""
+    """The exact command line of an isolated cold run (a warm run gets the same arguments)."""
     command = [
         sys.executable,
-        "-m",
-        "pytest",
+        "-c",
+        _START_PYTEST.format(str(PLUGIN_DIRECTORY)),
         "-p",
         "no:cacheprovider",
         "--rootdir",
@@ -370,7 +378,7 @@ async def run_pytest(
     """Run pytest in `snapshot` in a process and process group of its own.
 
     With `labs`, the same run also sorts its tests into those labs (see
-    course/labplugin.py), so one run answers for every lab.
+    course/run_plugins/lab_sorter.py), so one run answers for every lab.
 
     Waits at most `time_limit` seconds for pytest to exit. Whether it exits or
     the time runs out, everything the run started is then killed (its process
@@ -385,6 +393,7 @@ async def run_pytest(
         report = Path(scratch) / "report.xml"
         command = pytest_command(snapshot, report, selection, plugins)
         lab_file = Path(scratch) / "labs.json"
+        command[3:3] = [argument for name in RUN_PLUGINS for argument in ("-p", name)]
         if labs:
             command[3:3] = _lab_arguments(labs, lab_files, Path(scratch), lab_file)
         output = _BoundedOutput()
@@ -439,7 +448,7 @@ async def run_pytest(
 
 
 def _lab_arguments(labs: Sequence[Lab], files: Sequence[str], scratch: Path, out: Path) -> list[str]:
-    """`-p course.labplugin` and its two files: the labs' selections in, members out.
+    """`-p lab_sorter` and its two files: the labs' selections in, members out.
 
     A `-k` lab narrows `files` (the chapter's focused tests), as its own run would.
     """
@@ -449,7 +458,7 @@ def _lab_arguments(labs: Sequence[Lab], files: Sequence[str], scratch: Path, out
     }
     request = scratch / "lab-selections.json"
     request.write_text(json.dumps(selections), encoding="utf-8")
-    return ["-p", "course.labplugin", f"--course-labs={request}", f"--course-labs-out={out}"]
+    return ["-p", "lab_sorter", f"--course-labs={request}", f"--course-labs-out={out}"]
 
 
 def _read_lab_counts(path: Path) -> dict[str, tuple[int, int]]:

@@ -28,11 +28,14 @@ import sys
 import time
 
 CORE = ("pytest", "trio", "attrs")
+# The course's own pytest plugins, importable by top-level name (see course/run_plugins/).
+PLUGINS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "run_plugins")
 
 
 def preload(extra: list[str]) -> None:
     """Import what every run needs (pytest's built-in plugins too) plus what the chapters ask for."""
-    for name in (*CORE, *extra):
+    sys.path.append(PLUGINS)
+    for name in (*CORE, *extra, "lab_sorter", "statement_cache"):
         try:
             importlib.import_module(name)
         except ImportError:
@@ -44,6 +47,8 @@ def preload(extra: list[str]) -> None:
             importlib.import_module(f"_pytest.{plugin}")
         except ImportError:
             pass
+    if "statement_cache" in sys.modules:
+        sys.modules["statement_cache"].install()
     # pytest calls gc.collect() several times per session; frozen objects are
     # skipped, so a child does not walk (and copy) the whole preloaded heap.
     gc.collect()
