@@ -38,6 +38,12 @@ class StatementLines(ast.AST):
         self.starts = starts
 
 
+# Statements only ever sit in these lists (of modules, statements, handlers and
+# `case`s), never inside an expression: following them alone reaches every
+# statement while skipping the expression nodes, most of a tree.
+_BLOCKS = ("body", "orelse", "finalbody", "handlers", "cases")
+
+
 def statement_starts(tree: ast.AST) -> list[int]:
     """0-based lines where a statement (or what pytest treats as one) begins, sorted.
 
@@ -45,16 +51,21 @@ def statement_starts(tree: ast.AST) -> list[int]:
     a statement; so is the `else:`/`finally:` line before such a block.
     """
     starts: list[int] = []
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.stmt | ast.ExceptHandler):
-            continue
-        if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
-            starts += [decorator.lineno - 1 for decorator in node.decorator_list]
-        starts.append(node.lineno - 1)
-        for block in ("finalbody", "orelse"):
-            body = getattr(node, block, None)
-            if body:
-                starts.append(body[0].lineno - 2)
+    pending = [tree]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.stmt | ast.ExceptHandler):
+            if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+                starts += [decorator.lineno - 1 for decorator in node.decorator_list]
+            starts.append(node.lineno - 1)
+            for block in ("finalbody", "orelse"):
+                body = getattr(node, block, None)
+                if body:
+                    starts.append(body[0].lineno - 2)
+        for block in _BLOCKS:
+            inner = getattr(node, block, None)
+            if isinstance(inner, list):
+                pending += inner
     starts.sort()
     return starts
 
