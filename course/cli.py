@@ -17,11 +17,11 @@ from course.cards import render_learning
 from course.catalog import Chapter
 from course.context import CourseContext, pass_context
 from course.checks import check_practice, excerpt, prove_chapter, red_light_check, verify
-from course.errors import CourseError
+from course.errors import INTERRUPTED, CourseError
 from course.failures import digest
 from course.progress import save_result
 from course.render import show_lesson
-from course.runner import run_pytest
+from course.runner import RunPool, RunResult
 from course.status import NOT_TESTED, chapter_progress
 from course.workspace import check_practice_target, make_practice_dir, practice_is_usable
 
@@ -116,11 +116,7 @@ def practice(ctx: CourseContext, chapter_id: str, directory: str | None) -> None
     make_practice_dir(source, target, render_learning(chapter), message)
     click.echo(f"Made {target}")
     click.echo("  LEARNING.md holds the checkpoint card; `git diff` there shows your own work.")
-    run = trio.run(
-        lambda: run_pytest(
-            target, chapter.focused_tests, plugins=chapter.pytest_plugins, time_limit=chapter.time_limit
-        )
-    )
+    run = trio.run(_first_run, chapter, target)
     red = chapter.first_red_light
     if chapter.mode == "observe":
         shown = run.outcome == "passed"
@@ -140,6 +136,13 @@ def practice(ctx: CourseContext, chapter_id: str, directory: str | None) -> None
         click.echo(click.style("This is NOT the documented starting point:", fg="red"))
         click.echo(excerpt(run.output))
     sys.exit(0 if shown else 1)
+
+
+async def _first_run(chapter: Chapter, directory: Path) -> RunResult:
+    async with RunPool(chapter.warm_imports) as pool:
+        return await pool.run(
+            directory, chapter.focused_tests, plugins=chapter.pytest_plugins, time_limit=chapter.time_limit
+        )
 
 
 @cli.command("test")
@@ -200,19 +203,19 @@ def main() -> None:
         error.show()
         sys.exit(error.exit_code)
     except click.exceptions.Abort:
-        click.echo("Interrupted; nothing was left half-made.", err=True)
+        click.echo(INTERRUPTED, err=True)
         sys.exit(130)
     except CourseError as error:
         click.echo(f"course: {error}", err=True)
         sys.exit(error.exit_code)
     except KeyboardInterrupt:
-        click.echo("Interrupted; nothing was left half-made.", err=True)
+        click.echo(INTERRUPTED, err=True)
         sys.exit(130)
     except BaseExceptionGroup as group:
         # trio wraps what is raised inside a nursery; a Ctrl-C is still a Ctrl-C,
         # and the course's own errors are still one paragraph each.
         if group.split(KeyboardInterrupt)[1] is None:
-            click.echo("Interrupted; nothing was left half-made.", err=True)
+            click.echo(INTERRUPTED, err=True)
             sys.exit(130)
         errors, rest = group.split(CourseError)
         if errors is None or rest is not None:

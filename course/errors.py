@@ -6,6 +6,9 @@
 
 from __future__ import annotations
 
+# What a Ctrl-C prints, wherever it lands (exit status 130).
+INTERRUPTED = "Interrupted; nothing was left half-made."
+
 
 class CourseError(Exception):
     """A problem the CLI explains in one paragraph and exits with status 2."""

@@ -13,7 +13,6 @@ import json
 import os
 import re
 import secrets
-import shutil
 import signal
 import socket
 import subprocess
@@ -28,7 +27,9 @@ import attrs
 import trio
 from attrs import frozen
 
+from course import prestart
 from course.catalog import Lab
+from course.isolation import isolated_env
 from course.run_plugins import DIRECTORY as PLUGIN_DIRECTORY
 
 # Outcomes of one run.
@@ -62,9 +63,6 @@ RUN_PLUGINS = ("statement_cache",)
 # `python -m pytest`, with the plugins' directory at the end of the module path
 # (the warm worker appends it the same way): no PYTHONPATH for a test to see.
 _START_PYTEST = "import sys; sys.path.append({!r}); import pytest; sys.exit(pytest.console_main())"
-
-# Variables that would let the caller's environment change a snapshot's results.
-_DROPPED_ENV = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTEST_ADDOPTS", "PYTEST_PLUGINS")
 
 
 @frozen
@@ -172,17 +170,6 @@ def timeout_message(limit: float) -> str:
     return f"the tests did not finish in {limit:g} s - a stream that never ends?"
 
 
-def isolated_env(base: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment of a test run: the caller's, minus what could leak in."""
-    env = dict(os.environ if base is None else base)
-    for name in _DROPPED_ENV:
-        env.pop(name, None)
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
-
-
 def pytest_command(
     snapshot: Path,
     report: Path,
@@ -274,46 +261,53 @@ class WarmWorker:
 
     Starting it costs one interpreter start-up; every run after that costs a
     fork. When it cannot start (no fork, no Unix sockets, COURSE_WARM=0),
-    runs fall back to a cold interpreter each.
+    runs fall back to a cold interpreter each. A worker the command started
+    early (course/prestart.py) is adopted, and asked for the imports it lacks.
     """
 
-    def __init__(self, process: trio.Process, folder: Path) -> None:
-        self._process = process
-        self._folder = folder
-        self.socket_path = folder / "warm.sock"
+    def __init__(self, spawned: prestart.Spawned) -> None:
+        self._spawned = spawned
+        self.socket_path = spawned.socket_path
 
     @classmethod
     async def start(cls, imports: Sequence[str] = ()) -> WarmWorker | None:
         if os.environ.get("COURSE_WARM", "1") == "0" or not hasattr(os, "fork"):
             return None
-        folder = Path(tempfile.mkdtemp(prefix="course-warm-"))
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            listener.bind(str(folder / "warm.sock"))
-            listener.listen(64)
-            process = await trio.lowlevel.open_process(
-                [sys.executable, "-P", str(Path(__file__).with_name("warm.py")), str(listener.fileno()), *imports],
-                cwd=str(folder),
-                env=isolated_env(),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-                pass_fds=(listener.fileno(),),
-                start_new_session=True,
-            )
-        finally:
-            listener.close()
-        worker = cls(process, folder)
-        assert process.stdout is not None
+        adopted = prestart.take()
+        if adopted is None:
+            try:
+                adopted = prestart.spawn_nowait(imports)
+            except OSError:
+                return None
+        worker = cls(adopted)
+        missing = [name for name in imports if name not in adopted.imports]
         try:
             with trio.move_on_after(WARM_START_LIMIT):
-                if (await process.stdout.receive_some(64)).startswith(b"ready"):
+                if await worker._started() and (not missing or await worker._preload(missing)):
                     return worker
         except BaseException:
             worker.close()  # Ctrl-C while it starts: it must not outlive the command
             raise
         worker.close()
         return None
+
+    async def _started(self) -> bool:
+        """Wait for the worker's "ready" line on its stdout."""
+        stdout = self._spawned.process.stdout
+        assert stdout is not None
+        async with trio.lowlevel.FdStream(os.dup(stdout.fileno())) as stream:
+            return (await stream.receive_some(64)).startswith(b"ready")
+
+    async def _preload(self, names: list[str]) -> bool:
+        """Have the worker itself import `names`, so every child forked later has them."""
+        connection = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        with connection:
+            await connection.connect(str(self.socket_path))
+            await connection.send(json.dumps({"preload": names}).encode() + b"\n")
+            try:
+                return (await _Lines(connection).next()).get("ready") is True
+            except ConnectionError:
+                return False
 
     async def launch(self, args: list[str], cwd: Path, token: str) -> _Launched:
         read_end, write_end = os.pipe()
@@ -341,11 +335,7 @@ class WarmWorker:
         return _Launched(pid, trio.lowlevel.FdStream(read_end), wait, connection.close)
 
     def close(self) -> None:
-        try:
-            os.killpg(self._process.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        shutil.rmtree(self._folder, ignore_errors=True)
+        self._spawned.kill()
 
 
 class _Lines:

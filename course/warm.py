@@ -9,10 +9,17 @@ and exits. Isolation stays as strong as a fresh interpreter for what
 matters: a child can only import the `tiny_pi` of its own snapshot, because
 no process before it ever imported one.
 
-Protocol, one Unix-socket connection per run: the client sends one JSON line
-(`cwd`, `args`, `token`) with the write end of its output pipe attached
-(SCM_RIGHTS); the worker answers `{"pid": N}` once the child runs and
-`{"exit": N}` when it has ended and every process it left behind is killed.
+Protocol, one Unix-socket connection per request. A run: the client sends
+one JSON line (`cwd`, `args`, `token`) with the write end of its output pipe
+attached (SCM_RIGHTS); the worker answers `{"pid": N}` once the child runs
+and `{"exit": N}` when it has ended and every process it left behind is
+killed. More imports: `{"preload": [MODULE...]}`, answered `{"ready": true}`
+once they are imported in the worker itself, so every later child has them.
+
+That second request lets the `course` command start a worker with the core
+libraries before it knows which chapter it will run (course/launch.py): the
+worker's imports then overlap the command's own, and the chapter's extra
+libraries are asked for once the command knows them.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ import sys
 import time
 
 CORE = ("pytest", "trio", "attrs")
+RECEIVE_LIMIT = 10.0
 # The course's own pytest plugins, importable by top-level name (see course/run_plugins/).
 PLUGINS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "run_plugins")
 
@@ -35,11 +43,7 @@ PLUGINS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "run_plugins"
 def preload(extra: list[str]) -> None:
     """Import what every run needs (pytest's built-in plugins too) plus what the chapters ask for."""
     sys.path.append(PLUGINS)
-    for name in (*CORE, *extra, "lab_sorter", "statement_cache"):
-        try:
-            importlib.import_module(name)
-        except ImportError:
-            pass
+    _import_all([*CORE, *extra, "lab_sorter", "statement_cache"])
     from _pytest.config import default_plugins
 
     for plugin in default_plugins:
@@ -49,6 +53,18 @@ def preload(extra: list[str]) -> None:
             pass
     if "statement_cache" in sys.modules:
         sys.modules["statement_cache"].install()
+    _freeze()
+
+
+def _import_all(names: list[str]) -> None:
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass  # the run that needs it will say so, in its own output
+
+
+def _freeze() -> None:
     # pytest calls gc.collect() several times per session; frozen objects are
     # skipped, so a child does not walk (and copy) the whole preloaded heap.
     gc.collect()
@@ -56,16 +72,41 @@ def preload(extra: list[str]) -> None:
 
 
 def serve(listener: socket.socket) -> None:
-    """Accept runs forever; each connection is handed to a forked supervisor."""
+    """Accept requests forever: preloads are served here, each run by a forked supervisor."""
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # supervisors reap themselves
     while True:
         connection, _ = listener.accept()
+        connection.settimeout(RECEIVE_LIMIT)  # a client that connects and never writes must not stall the rest
+        try:
+            request, output_fd = _receive(connection)
+        except (OSError, ValueError):
+            connection.close()
+            continue
+        connection.settimeout(None)
+        if "preload" in request:
+            _import_all([str(name) for name in request["preload"]])  # type: ignore[union-attr]
+            _freeze()
+            _answer(connection, {"ready": True})
+            connection.close()
+            continue
+        if output_fd < 0:  # a run needs somewhere to write its output
+            connection.close()
+            continue
         if os.fork() == 0:
             listener.close()
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            _supervise(connection)
+            _supervise(connection, request, output_fd)
             os._exit(0)
         connection.close()
+        if output_fd >= 0:
+            os.close(output_fd)
+
+
+def _answer(connection: socket.socket, message: dict[str, object]) -> None:
+    try:
+        connection.sendall(json.dumps(message).encode() + b"\n")
+    except OSError:
+        pass  # the client went away; nothing to tell
 
 
 def _receive(connection: socket.socket) -> tuple[dict[str, object], int]:
@@ -80,10 +121,10 @@ def _receive(connection: socket.socket) -> tuple[dict[str, object], int]:
         if not more:
             break
         buffer += more
-    return json.loads(buffer), fds[0]
+    return json.loads(buffer), fds[0] if fds else -1
 
 
-def _supervise(connection: socket.socket) -> None:
+def _supervise(connection: socket.socket, request: dict[str, object], output_fd: int) -> None:
     """Fork the run, report its pid, wait, clear up what it left, report its exit status.
 
     The supervisor is a child subreaper: a process the run started that
@@ -91,7 +132,6 @@ def _supervise(connection: socket.socket) -> None:
     re-parented here instead of to init, so it can be killed before the
     run is reported finished, whatever it did to its environment.
     """
-    request, output_fd = _receive(connection)
     _become_subreaper()
     pid = os.fork()
     if pid == 0:
@@ -185,10 +225,24 @@ def _run_child(request: dict[str, object], output_fd: int) -> None:
         os._exit(code)
 
 
+def _die_with(parent: int) -> None:
+    """Linux: be killed when the client dies, even by SIGKILL; never serve an orphaned course."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent:
+        os._exit(0)  # the client was gone before the request above could take effect
+
+
 def main() -> None:
-    """`python -P warm.py FD [MODULE...]`: FD is a listening Unix socket inherited from the client."""
+    """`python -P warm.py FD PARENT [MODULE...]`: FD is a listening Unix socket inherited from PARENT."""
     listener = socket.socket(fileno=int(sys.argv[1]))
-    preload(sys.argv[2:])
+    _die_with(int(sys.argv[2]))
+    preload(sys.argv[3:])
     os.write(1, b"ready\n")
     serve(listener)
 

@@ -110,6 +110,31 @@ def leftovers(marker: str) -> list[str]:
     return found
 
 
+def runs_started(marker: str) -> list[int]:
+    """Pids of test runs under way whose environment mentions `marker`.
+
+    A cold run carries its run token in its environment. A warm run is forked,
+    so /proc shows the worker's environment and command line: it shows up as a
+    warm.py process (a run's supervisor) whose parent is a warm.py process too.
+    """
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            environ = Path(f"/proc/{name}/environ").read_bytes()
+            cmdline = Path(f"/proc/{name}/cmdline").read_bytes()
+            parent = Path(f"/proc/{name}/stat").read_bytes().rsplit(b")", 1)[1].split()[1].decode()
+            parent_cmdline = Path(f"/proc/{parent}/cmdline").read_bytes()
+        except (OSError, IndexError):
+            continue
+        if marker.encode() not in environ or not alive(int(name)):
+            continue
+        if b"COURSE_RUN_ID=" in environ or (b"warm.py" in cmdline and b"warm.py" in parent_cmdline):
+            found.append(int(name))
+    return found
+
+
 def wait_until_gone(marker: str, within: float = 3.0) -> list[str]:
     """Leftovers still there after `within` seconds (SIGKILL is not instantaneous)."""
     deadline = time.monotonic() + within

@@ -23,7 +23,7 @@ import pytest
 from conftest import REPO, mini
 from course import workspace
 from course.errors import CourseError
-from hostile_helpers import leftovers, set_time_limit, wait_until_gone, work_dir
+from hostile_helpers import leftovers, runs_started, set_time_limit, wait_until_gone, work_dir
 
 RUNS = 20
 PARENT_FILES = {"pytest.ini", "tiny_pi/__init__.py", "tests/test_01_adder.py"}
@@ -194,7 +194,11 @@ def test_ctrl_c_during_course_test_stops_every_run(mini_course: Path, tmp_path: 
     process = subprocess.Popen([sys.executable, "-m", "course", "test", "1", str(learner)], cwd=REPO, env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 30
-    while not [entry for entry in leftovers(str(mini_course)) if "-m pytest" in entry or "warm.py" in entry]:
+    # Starting: a worker or a cold run exists. Running: a process carries a run's token.
+    started = runs_started if pause else lambda marker: [
+        entry for entry in leftovers(marker) if "console_main" in entry or "warm.py" in entry
+    ]
+    while not started(str(mini_course)):
         assert time.monotonic() < deadline, "the runs never started"
         time.sleep(0.02)
     time.sleep(pause)

@@ -1,0 +1,29 @@
+"""The `course` entry point: start the warm worker first, then import the CLI.
+
+Commands that run tests need a warm worker (course/warm.py), which spends
+about as long importing pytest as this process spends importing click,
+trio and the course. Started here, before either, the two overlap on two
+cores instead of following each other. Every other command starts nothing.
+"""
+
+from __future__ import annotations
+
+import sys
+
+# The commands that run tests through a RunPool; tests/test_launch.py checks the names.
+RUNS_TESTS = frozenset({"checkpoint", "verify", "test", "practice", "watch"})
+
+
+def main() -> None:
+    try:
+        if len(sys.argv) > 1 and sys.argv[1] in RUNS_TESTS:
+            from course import prestart
+
+            prestart.prestart_nowait()
+        from course.cli import main as cli_main
+    except KeyboardInterrupt:  # Ctrl-C while starting up: nothing was begun (a worker dies with us)
+        from course.errors import INTERRUPTED
+
+        print(INTERRUPTED, file=sys.stderr)
+        sys.exit(130)
+    cli_main()
