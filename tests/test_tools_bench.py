@@ -1,0 +1,31 @@
+"""The benchmark's arithmetic: medians after a warm-up, ratios, and the table it prints."""
+
+from __future__ import annotations
+
+from tools.bench import Row, median_time, median_times, table
+
+
+def test_median_time_discards_the_warm_up_and_takes_the_median() -> None:
+    calls = []
+    assert median_time(lambda: calls.append(1), runs=5) >= 0
+    assert len(calls) == 6  # one warm-up, five timed
+
+
+def test_a_command_and_its_baseline_take_turns() -> None:
+    """Load that changes mid-measurement must reach both sides of a ratio alike."""
+    order: list[str] = []
+    medians = median_times([lambda: order.append("plain"), lambda: order.append("course")], runs=3)
+    assert order == ["plain", "course"] * 4  # the warm-up round, then three timed rounds
+    assert len(medians) == 2
+
+
+def test_rows_report_ratios_and_goals_as_a_markdown_table() -> None:
+    rows = [
+        Row("course test 02 DIR", 1.0, "plain pytest of target", 4.0, "ratio <= 0.5", True),
+        Row("course verify (all chapters)", 3.5, "-", None, "< 3 s on 2 cores", False),
+    ]
+    assert rows[0].ratio == 0.25 and rows[1].ratio is None
+    lines = table(rows, markdown=True).splitlines()
+    assert lines[0].startswith("| measurement | median s |")
+    assert lines[2] == "| course test 02 DIR | 1.000 | plain pytest of target | 4.000 | 0.25 | ratio <= 0.5 | yes |"
+    assert lines[3].endswith("| - | < 3 s on 2 cores | NO |")
