@@ -302,11 +302,11 @@ class WarmWorker:
         """Have the worker itself import `names`, so every child forked later has them."""
         connection = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         with connection:
-            await connection.connect(str(self.socket_path))
-            await connection.send(json.dumps({"preload": names}).encode() + b"\n")
             try:
+                await connection.connect(str(self.socket_path))
+                await connection.send(json.dumps({"preload": names}).encode() + b"\n")
                 return (await _Lines(connection).next()).get("ready") is True
-            except ConnectionError:
+            except OSError:  # the worker went away: runs go cold
                 return False
 
     async def launch(self, args: list[str], cwd: Path, token: str) -> _Launched:
