@@ -8,8 +8,9 @@ while the command imports on this one: course/launch.py calls
 first RunPool adopts that worker with `take()`.
 
 Only the standard library is imported here, so starting costs a few
-milliseconds. A worker nobody adopted is killed when the command exits,
-and the worker kills itself if the command dies first (see warm.py).
+milliseconds. A worker nobody adopted is killed when the command exits.
+If the command is killed outright, the kernel tells the worker, which
+removes its socket's folder and exits; its runs follow (see warm.py).
 """
 
 from __future__ import annotations

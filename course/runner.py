@@ -31,6 +31,7 @@ from course import prestart
 from course.catalog import Lab
 from course.isolation import isolated_env
 from course.run_plugins import DIRECTORY as PLUGIN_DIRECTORY
+from course.run_plugins import LAB_SORTER, STATEMENT_CACHE
 
 # Outcomes of one run.
 PASSED = "passed"
@@ -59,10 +60,14 @@ RUN_ID_VAR = "COURSE_RUN_ID"
 
 # Loaded into every run (see course/run_plugins/): failure reports as pytest
 # prints them, without re-walking a test file's syntax tree per traceback entry.
-RUN_PLUGINS = ("statement_cache",)
-# `python -m pytest`, with the plugins' directory at the end of the module path
-# (the warm worker appends it the same way): no PYTHONPATH for a test to see.
-_START_PYTEST = "import sys; sys.path.append({!r}); import pytest; sys.exit(pytest.console_main())"
+RUN_PLUGINS = (STATEMENT_CACHE,)
+# What `python -m pytest` does (the working directory first on the module path),
+# plus the plugins' directory at the end, as the warm worker does for its children:
+# no PYTHONPATH for a test to see, and the same argv[0] in usage messages.
+_START_PYTEST = (
+    "import os, sys; sys.path[0] = os.getcwd(); sys.path.append({!r}); sys.argv[0] = 'pytest'; "
+    "import pytest; sys.exit(pytest.console_main())"
+)
 
 
 @frozen
@@ -324,11 +329,19 @@ class WarmWorker:
         finally:
             os.close(write_end)
         lines = _Lines(connection)
-        pid = int((await lines.next())["pid"])
+        try:
+            pid = int((await lines.next())["pid"])
+        except BaseException:
+            os.close(read_end)
+            connection.close()
+            raise
 
         async def wait() -> int:
             # Not closed on cancellation: the caller waits again after killing the run.
-            code = int((await lines.next())["exit"])
+            try:
+                code = int((await lines.next())["exit"])
+            except OSError:  # the worker died mid-run, and its supervisor killed the run with it
+                code = -signal.SIGKILL
             connection.close()
             return code
 
@@ -368,7 +381,7 @@ async def run_pytest(
     """Run pytest in `snapshot` in a process and process group of its own.
 
     With `labs`, the same run also sorts its tests into those labs (see
-    course/run_plugins/lab_sorter.py), so one run answers for every lab.
+    course/run_plugins/_course_lab_sorter.py), so one run answers for every lab.
 
     Waits at most `time_limit` seconds for pytest to exit. Whether it exits or
     the time runs out, everything the run started is then killed (its process
@@ -389,9 +402,13 @@ async def run_pytest(
         output = _BoundedOutput()
         started = time.monotonic()
         exit_code: int | None = None
+        launched = None
         if worker is not None:
-            launched = await worker.launch(command[3:], snapshot, token)
-        else:
+            try:
+                launched = await worker.launch(command[3:], snapshot, token)
+            except OSError:
+                pass  # the worker is gone (killed, out of memory): this run goes cold
+        if launched is None:
             launched = await _launch_cold(command, snapshot, token)
         try:
             async with trio.open_nursery() as nursery:
@@ -438,7 +455,7 @@ async def run_pytest(
 
 
 def _lab_arguments(labs: Sequence[Lab], files: Sequence[str], scratch: Path, out: Path) -> list[str]:
-    """`-p lab_sorter` and its two files: the labs' selections in, members out.
+    """`-p _course_lab_sorter` and its two files: the labs' selections in, members out.
 
     A `-k` lab narrows `files` (the chapter's focused tests), as its own run would.
     """
@@ -448,7 +465,7 @@ def _lab_arguments(labs: Sequence[Lab], files: Sequence[str], scratch: Path, out
     }
     request = scratch / "lab-selections.json"
     request.write_text(json.dumps(selections), encoding="utf-8")
-    return ["-p", "lab_sorter", f"--course-labs={request}", f"--course-labs-out={out}"]
+    return ["-p", LAB_SORTER, f"--course-labs={request}", f"--course-labs-out={out}"]
 
 
 def _read_lab_counts(path: Path) -> dict[str, tuple[int, int]]:

@@ -29,6 +29,7 @@ import gc
 import importlib
 import json
 import os
+import shutil
 import signal
 import socket
 import sys
@@ -43,7 +44,8 @@ PLUGINS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "run_plugins"
 def preload(extra: list[str]) -> None:
     """Import what every run needs (pytest's built-in plugins too) plus what the chapters ask for."""
     sys.path.append(PLUGINS)
-    _import_all([*CORE, *extra, "lab_sorter", "statement_cache"])
+    plugins = sorted(name[:-3] for name in os.listdir(PLUGINS) if name.startswith("_course_") and name.endswith(".py"))
+    _import_all([*CORE, *extra, *plugins])
     from _pytest.config import default_plugins
 
     for plugin in default_plugins:
@@ -51,8 +53,10 @@ def preload(extra: list[str]) -> None:
             importlib.import_module(f"_pytest.{plugin}")
         except ImportError:
             pass
-    if "statement_cache" in sys.modules:
-        sys.modules["statement_cache"].install()
+    for name in plugins:  # a plugin that patches pytest does it once, here, for every child
+        install = getattr(sys.modules.get(name), "install", None)
+        if install is not None:
+            install()
     _freeze()
 
 
@@ -74,32 +78,36 @@ def _freeze() -> None:
 def serve(listener: socket.socket) -> None:
     """Accept requests forever: preloads are served here, each run by a forked supervisor."""
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # supervisors reap themselves
+    worker = os.getpid()
     while True:
         connection, _ = listener.accept()
         connection.settimeout(RECEIVE_LIMIT)  # a client that connects and never writes must not stall the rest
         try:
-            request, output_fd = _receive(connection)
+            request, fds = _receive(connection)
         except (OSError, ValueError):
             connection.close()
             continue
         connection.settimeout(None)
-        if "preload" in request:
-            _import_all([str(name) for name in request["preload"]])  # type: ignore[union-attr]
-            _freeze()
-            _answer(connection, {"ready": True})
-            connection.close()
-            continue
-        if output_fd < 0:  # a run needs somewhere to write its output
+        for extra in fds[1:]:
+            os.close(extra)
+        output_fd = fds[0] if fds else -1
+        names = request.get("preload")
+        if isinstance(names, list) or output_fd < 0:  # a run needs somewhere to write its output
+            if isinstance(names, list):
+                _import_all([str(name) for name in names])
+                _freeze()
+                _answer(connection, {"ready": True})
+            if output_fd >= 0:
+                os.close(output_fd)
             connection.close()
             continue
         if os.fork() == 0:
             listener.close()
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            _supervise(connection, request, output_fd)
+            _supervise(connection, request, output_fd, worker)
             os._exit(0)
         connection.close()
-        if output_fd >= 0:
-            os.close(output_fd)
+        os.close(output_fd)
 
 
 def _answer(connection: socket.socket, message: dict[str, object]) -> None:
@@ -109,41 +117,76 @@ def _answer(connection: socket.socket, message: dict[str, object]) -> None:
         pass  # the client went away; nothing to tell
 
 
-def _receive(connection: socket.socket) -> tuple[dict[str, object], int]:
+def _receive(connection: socket.socket) -> tuple[dict[str, object], list[int]]:
+    """One request: its JSON line, and every file descriptor that came with it."""
     fds = array.array("i")
-    message, ancillary, _, _ = connection.recvmsg(65536, socket.CMSG_SPACE(fds.itemsize))
+    message, ancillary, _, _ = connection.recvmsg(65536, socket.CMSG_SPACE(4 * fds.itemsize))
     for level, kind, data in ancillary:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
             fds.frombytes(data[: len(data) - (len(data) % fds.itemsize)])
-    buffer = message
-    while not buffer.endswith(b"\n"):
-        more = connection.recv(65536)
-        if not more:
-            break
-        buffer += more
-    return json.loads(buffer), fds[0] if fds else -1
+    try:
+        buffer = message
+        while not buffer.endswith(b"\n"):
+            more = connection.recv(65536)
+            if not more:
+                break
+            buffer += more
+        request = json.loads(buffer)
+        if not isinstance(request, dict):
+            raise ValueError("a request is a JSON object")
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+    return request, list(fds)
 
 
-def _supervise(connection: socket.socket, request: dict[str, object], output_fd: int) -> None:
+def _supervise(connection: socket.socket, request: dict[str, object], output_fd: int, worker: int) -> None:
     """Fork the run, report its pid, wait, clear up what it left, report its exit status.
 
     The supervisor is a child subreaper: a process the run started that
     escaped its process group (setsid, a double fork) and was orphaned is
     re-parented here instead of to init, so it can be killed before the
-    run is reported finished, whatever it did to its environment.
+    run is reported finished, whatever it did to its environment. If the
+    worker dies (the command was killed outright), the kernel tells the
+    supervisor, which kills the run and everything it left, at once.
     """
+    runs: list[int] = []
+
+    def stop(*_: object) -> None:
+        for pid in runs:
+            _kill_group(pid)
+        _kill_strays()
+        os._exit(1)
+
+    signal.signal(signal.SIGTERM, stop)
+    _on_parent_death(signal.SIGTERM, worker)
     _become_subreaper()
+    supervisor = os.getpid()
     pid = os.fork()
     if pid == 0:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
         connection.close()
+        _on_parent_death(signal.SIGKILL, supervisor)
         _run_child(request, output_fd)
+    runs.append(pid)
     os.close(output_fd)
-    connection.sendall(json.dumps({"pid": pid}).encode() + b"\n")
-    _, status = os.waitpid(pid, 0)
-    code = os.waitstatus_to_exitcode(status)
+    try:
+        connection.sendall(json.dumps({"pid": pid}).encode() + b"\n")
+        _, status = os.waitpid(pid, 0)
+        code = os.waitstatus_to_exitcode(status)
+    except OSError:  # the client went away: nobody waits for this run any more
+        stop()
     _kill_strays()
-    connection.sendall(json.dumps({"exit": code}).encode() + b"\n")
+    _answer(connection, {"exit": code})
     connection.close()
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _become_subreaper() -> None:
@@ -225,23 +268,36 @@ def _run_child(request: dict[str, object], output_fd: int) -> None:
         os._exit(code)
 
 
-def _die_with(parent: int) -> None:
-    """Linux: be killed when the client dies, even by SIGKILL; never serve an orphaned course."""
+def _on_parent_death(number: int, parent: int) -> None:
+    """Linux: have the kernel send signal `number` when `parent` dies, even by SIGKILL.
+
+    Nothing of the worker may outlive the `course` command: the worker asks
+    for this against the command, each supervisor against the worker, each
+    run against its supervisor. If the parent is already gone, act now.
+    """
     if sys.platform.startswith("linux"):
         try:
             import ctypes
 
-            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+            ctypes.CDLL(None, use_errno=True).prctl(1, number, 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
         except (OSError, AttributeError):
             pass
     if os.getppid() != parent:
-        os._exit(0)  # the client was gone before the request above could take effect
+        os.kill(os.getpid(), number)
+
+
+def _leave(folder: str) -> None:
+    """The command died: take the socket's folder along, then go."""
+    shutil.rmtree(folder, ignore_errors=True)
+    os._exit(0)
 
 
 def main() -> None:
     """`python -P warm.py FD PARENT [MODULE...]`: FD is a listening Unix socket inherited from PARENT."""
     listener = socket.socket(fileno=int(sys.argv[1]))
-    _die_with(int(sys.argv[2]))
+    folder = os.path.dirname(listener.getsockname())
+    signal.signal(signal.SIGTERM, lambda *_: _leave(folder))
+    _on_parent_death(signal.SIGTERM, int(sys.argv[2]))
     preload(sys.argv[3:])
     os.write(1, b"ready\n")
     serve(listener)

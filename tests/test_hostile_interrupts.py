@@ -196,7 +196,7 @@ def test_ctrl_c_during_course_test_stops_every_run(mini_course: Path, tmp_path: 
     deadline = time.monotonic() + 30
     # Starting: a worker or a cold run exists. Running: a process carries a run's token.
     started = runs_started if pause else lambda marker: [
-        entry for entry in leftovers(marker) if "console_main" in entry or "warm.py" in entry
+        entry for entry in leftovers(marker) if "sys.path[0] = os.getcwd()" in entry or "warm.py" in entry
     ]
     while not started(str(mini_course)):
         assert time.monotonic() < deadline, "the runs never started"

@@ -50,36 +50,59 @@ def test_the_first_pool_adopts_the_prestarted_worker_and_adds_its_imports(tmp_pa
     assert not spawned.folder.exists()
 
 
-def test_a_worker_dies_with_a_command_killed_outright(tmp_path: Path) -> None:
-    """SIGKILL leaves no atexit to run: the worker asked the kernel to kill it with its parent."""
+def test_a_command_killed_outright_takes_its_worker_and_runs_along(tmp_path: Path) -> None:
+    """SIGKILL leaves no atexit and no finally to run: the kernel ends the worker, each run's
+    supervisor and each run (PR_SET_PDEATHSIG), and the supervisor kills what the run started."""
     marker = str(tmp_path)
-    probe = textwrap.dedent("""
-        import time
-        from course import prestart
-        worker = prestart.spawn_nowait(())
-        assert worker.process.stdout.readline() == b"ready\\n"  # serving: it no longer writes to us
-        print("up", flush=True)
-        time.sleep(60)
+    snapshot = tmp_path / "snap"
+    (snapshot / "tests").mkdir(parents=True)
+    (snapshot / "pytest.ini").write_text("[pytest]\n")
+    started = tmp_path / "started"
+    (snapshot / "tests" / "test_hang.py").write_text(textwrap.dedent(f"""
+        import pathlib, subprocess, time
+        def test_hangs_with_a_child():
+            subprocess.Popen(["sleep", "300"])
+            pathlib.Path({str(started)!r}).write_text("yes")
+            time.sleep(300)
+    """))
+    probe = textwrap.dedent(f"""
+        import trio
+        from pathlib import Path
+        from course.runner import RunPool
+        async def main():
+            async with RunPool() as pool:
+                print(pool.worker.socket_path.parent, flush=True)
+                await pool.run(Path({str(snapshot)!r}), (), time_limit=300)
+        trio.run(main)
     """)
     command = subprocess.Popen([sys.executable, "-c", probe], cwd=REPO, env=dict(os.environ, COURSE_MARK=marker),
                                stdout=subprocess.PIPE, text=True)
-    assert command.stdout is not None and command.stdout.readline().strip() == "up"
-    deadline = time.monotonic() + 20
-    while not [entry for entry in leftovers(marker) if "warm.py" in entry]:
-        assert time.monotonic() < deadline, "the worker never started"
+    assert command.stdout is not None
+    folder = Path(command.stdout.readline().strip())
+    assert folder.is_dir()
+    deadline = time.monotonic() + 30
+    while not started.exists():
+        assert time.monotonic() < deadline, "the run never started"
         time.sleep(0.02)
+    assert len(leftovers(marker)) >= 4  # worker, supervisor, run, the run's child (and the probe)
     command.send_signal(signal.SIGKILL)
     command.wait()
     assert wait_until_gone(marker) == []
+    assert not folder.exists(), "the worker's socket folder was left behind"
 
 
 def test_an_unadopted_worker_is_killed_when_the_command_exits(tmp_path: Path) -> None:
     """A usage error after the worker started: the command exits 2, the worker goes with it."""
     marker = str(tmp_path)
-    done = subprocess.run([sys.executable, "-m", "course", "checkpoint", "99"], cwd=REPO,
-                          env=dict(os.environ, COURSE_MARK=marker), capture_output=True, text=True)
-    assert done.returncode == 2, done.stderr
-    assert "Traceback" not in done.stderr
+    process = subprocess.Popen([sys.executable, "-m", "course", "checkpoint", "99"], cwd=REPO,
+                               env=dict(os.environ, COURSE_MARK=marker), stderr=subprocess.PIPE, text=True)
+    seen = []
+    while process.poll() is None:
+        seen += [entry for entry in leftovers(marker) if "warm.py" in entry]
+        time.sleep(0.005)
+    assert process.returncode == 2
+    assert process.stderr is not None and "Traceback" not in process.stderr.read()
+    assert seen, "no worker was started early, so this proves nothing"
     assert wait_until_gone(marker) == []
 
 
@@ -93,3 +116,17 @@ def test_commands_that_run_no_tests_start_no_worker(tmp_path: Path) -> None:
         time.sleep(0.01)
     assert process.returncode == 0
     assert seen == []
+
+
+def test_a_pool_cancelled_while_its_worker_starts_leaves_no_worker(tmp_path: Path, monkeypatch) -> None:
+    """A Ctrl-C (here: a cancel scope) while the worker imports must not leave it behind."""
+    marker = str(tmp_path)
+    monkeypatch.setenv("COURSE_MARK", marker)
+
+    async def main():
+        with trio.move_on_after(0.05):
+            async with RunPool(["hypothesis"]):
+                await trio.sleep_forever()
+
+    trio.run(main)
+    assert wait_until_gone(marker) == []

@@ -17,7 +17,7 @@ import trio._core._run
 from _pytest._code import source as pytest_source
 
 from course.catalog import Lab, find_root, load_catalog
-from course.run_plugins import DIRECTORY
+from course.run_plugins import DIRECTORY, LAB_SORTER, STATEMENT_CACHE
 from course.runner import PASSED, RunPool, isolated_env
 
 
@@ -29,7 +29,7 @@ def _load_plugin(name: str):
     return module
 
 
-statement_cache = _load_plugin("statement_cache")
+statement_cache = _load_plugin(STATEMENT_CACHE)
 StatementLines = statement_cache.StatementLines
 statement_bounds = statement_cache.statement_bounds
 statement_starts = statement_cache.statement_starts
@@ -110,8 +110,8 @@ def test_statement_bounds_agree_with_pytest_on_real_files() -> None:
 
 def test_the_plugin_patches_this_pytest() -> None:
     """If pytest's internals moved, the plugin would silently do nothing: say so here instead."""
-    probe = textwrap.dedent("""
-        import statement_cache
+    probe = textwrap.dedent(f"""
+        import {STATEMENT_CACHE} as statement_cache
         from _pytest._code import code, source
         assert statement_cache.install()
         assert source.get_statement_startend2 is statement_cache.statement_bounds
@@ -136,30 +136,38 @@ def test_reports_are_exactly_what_plain_pytest_prints(tmp_path: Path) -> None:
         env = {**isolated_env(), "PYTHONPATH": str(DIRECTORY)}
         return subprocess.Popen(command, cwd=copy, env=env, stdout=subprocess.PIPE, text=True)
 
-    plain_run, cached_run = start(), start("-p", "statement_cache")  # side by side: half the wait
+    plain_run, cached_run = start(), start("-p", STATEMENT_CACHE)  # side by side: half the wait
     plain, cached = (_VARIES.sub("<varies>", run.communicate(timeout=120)[0]) for run in (plain_run, cached_run))
     assert "NotImplementedError: lab 5.1" in plain and " 55 failed" in plain
     assert cached == plain
 
 
 @pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
-def test_a_run_judging_labs_never_imports_the_course(tmp_path: Path, warm: bool) -> None:
-    """The plugins are found by their own names: learner code cannot reach the tool that judges it."""
+def test_a_run_judging_labs_never_imports_the_course_nor_shadows_learner_modules(tmp_path: Path, warm: bool) -> None:
+    """The plugins are found by names of their own: the learner's code cannot reach the tool
+    that judges it, and the learner's modules, whatever they are called, stay the learner's."""
     (tmp_path / "tests").mkdir()
     (tmp_path / "pytest.ini").write_text("[pytest]\npythonpath = .\n")
-    (tmp_path / "tests" / "test_x.py").write_text(textwrap.dedent("""
+    for name in ("statement_cache", "lab_sorter", "course_labs"):  # names a learner might well use
+        (tmp_path / f"{name}.py").write_text(f"WHO = {name!r}\n")
+    (tmp_path / "tests" / "test_x.py").write_text(textwrap.dedent(f"""
         import sys
+        import course_labs, lab_sorter, statement_cache
         def test_no_course_module_was_imported():
             assert not [m for m in sys.modules if m == "course" or m.startswith("course.")]
         def test_the_plugins_are_loaded():
-            assert {"lab_sorter", "statement_cache"} <= set(sys.modules)
+            assert {{"{LAB_SORTER}", "{STATEMENT_CACHE}"}} <= set(sys.modules)
+        def test_the_learners_modules_are_their_own():
+            assert (statement_cache.WHO, lab_sorter.WHO, course_labs.WHO) == (
+                "statement_cache", "lab_sorter", "course_labs")
     """))
-    lab = Lab(id="1.1", title="t", expected_passed=2, select="test_")
+    lab = Lab(id="1.1", title="t", expected_passed=3, select="test_")
 
     async def main():
         async with RunPool(warm=warm) as pool:
+            assert (pool.worker is not None) == warm
             return await pool.run(tmp_path, ("tests/test_x.py",), labs=[lab], lab_files=("tests/test_x.py",))
 
     result = trio.run(main)
     assert result.outcome == PASSED, result.output
-    assert result.lab_counts == {"1.1": (2, 0)}
+    assert result.lab_counts == {"1.1": (3, 0)}

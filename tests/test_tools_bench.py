@@ -5,10 +5,18 @@ from __future__ import annotations
 from tools.bench import Row, median_time, median_times, table
 
 
-def test_median_time_discards_the_warm_up_and_takes_the_median() -> None:
-    calls = []
-    assert median_time(lambda: calls.append(1), runs=5) >= 0
-    assert len(calls) == 6  # one warm-up, five timed
+def test_median_time_discards_the_warm_up_and_takes_the_median(monkeypatch) -> None:
+    durations = iter([100.0, 3.0, 1.0, 2.0, 50.0, 4.0])  # the warm-up is not timed at all
+    clock = [0.0]
+
+    def perf_counter() -> float:
+        return clock[0]
+
+    def action() -> None:
+        clock[0] += next(durations)
+
+    monkeypatch.setattr("tools.bench.time.perf_counter", perf_counter)
+    assert median_time(action, runs=5) == 3.0  # median of 3, 1, 2, 50, 4
 
 
 def test_a_command_and_its_baseline_take_turns() -> None:

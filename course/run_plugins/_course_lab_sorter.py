@@ -2,7 +2,7 @@
 
 Running every lab's selection in a process of its own repeats collection and
 imports once per lab; a chapter with five labs paid six runs for what one
-run shows. This plugin, loaded with `-p lab_sorter` only when labs are
+run shows. This plugin, loaded with `-p _course_lab_sorter` only when labs are
 asked for, applies pytest's own `-k` matching (the same code `-k` uses) to
 every collected test and writes which tests belong to which lab, with each
 test's outcome, to a JSON file. It imports nothing of the course.
