@@ -8,8 +8,9 @@ Independent runs go in parallel, bounded by the number of cores.
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
-from typing import Awaitable, Callable, Sequence
+from typing import Any, Awaitable, Callable, Sequence
 
 import trio
 from attrs import field, frozen
@@ -70,7 +71,7 @@ async def prove_chapter(catalog: Catalog, chapter: Chapter, pool: RunPool | None
         lambda: _check_parent(chapter, pool),
         lambda: _check_target(catalog, chapter, pool),
     ]
-    jobs += [lambda i=i: _check_redlight(chapter, i, pool) for i in range(len(chapter.redlights))]
+    jobs += [partial(_check_redlight, chapter, i, pool) for i in range(len(chapter.redlights))]
     results: list[list[Check]] = [[] for _ in jobs]
 
     async def run_job(index: int) -> None:
@@ -206,7 +207,9 @@ def lab_selection(chapter: Chapter, lab: Lab) -> tuple[str, ...]:
 async def _check_redlight(chapter: Chapter, index: int, pool: RunPool) -> Check:
     redlight = chapter.redlights[index]
     expected = f"{redlight.test} fails showing {redlight.fragment!r}"
-    base = dict(chapter=chapter.name, kind="redlight", name=f"red-light {redlight.id} {redlight.title}")
+    base: dict[str, Any] = dict(
+        chapter=chapter.name, kind="redlight", name=f"red-light {redlight.id} {redlight.title}"
+    )
     try:
         run = await _run_copy(
             chapter,

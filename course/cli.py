@@ -166,9 +166,9 @@ def test_command(ctx: CourseContext, chapter_id: str, directory: str | None, lab
         output.emit_json(output.report("test", checks, duration, chapter=chapter.name, directory=str(target), next=next_step))
     else:
         output.checklist(checks, details=False)
-        failing = next((check for check in checks if not check.ok and check.run is not None), None)
+        failing = next((check.run for check in checks if not check.ok and check.run is not None), None)
         if failing is not None:
-            output.digest(digest(failing.run, chapter))
+            output.digest(digest(failing, chapter))
         output.summary_line(checks, duration, "Green", "Not yet")
         click.echo(f"Next: {next_step}")
     sys.exit(0 if all(check.ok for check in checks) else 1)
@@ -220,8 +220,8 @@ def main() -> None:
         errors, rest = group.split(CourseError)
         if errors is None or rest is not None:
             raise
-        for error in _leaves(errors):
-            click.echo(f"course: {error}", err=True)
+        for leaf in _leaves(errors):
+            click.echo(f"course: {leaf}", err=True)
         sys.exit(2)
 
 

@@ -210,7 +210,7 @@ class _BoundedOutput:
         self.tail = bytearray()
         self.dropped = 0
 
-    def add(self, chunk: bytes) -> None:
+    def add(self, chunk: bytes | bytearray) -> None:
         room = OUTPUT_HEAD - len(self.head)
         if room > 0:
             self.head += chunk[:room]
@@ -330,7 +330,7 @@ class WarmWorker:
             os.close(write_end)
         lines = _Lines(connection)
         try:
-            pid = int((await lines.next())["pid"])
+            pid = _number(await lines.next(), "pid")
         except BaseException:
             os.close(read_end)
             connection.close()
@@ -339,7 +339,7 @@ class WarmWorker:
         async def wait() -> int:
             # Not closed on cancellation: the caller waits again after killing the run.
             try:
-                code = int((await lines.next())["exit"])
+                code = _number(await lines.next(), "exit")
             except OSError:  # the worker died mid-run, and its supervisor killed the run with it
                 code = -signal.SIGKILL
             connection.close()
@@ -349,6 +349,13 @@ class WarmWorker:
 
     def close(self) -> None:
         self._spawned.kill()
+
+
+def _number(message: dict[str, object], key: str) -> int:
+    value = message.get(key)
+    if not isinstance(value, int):
+        raise ConnectionError(f"the warm worker sent {message!r} where {key!r} was due")
+    return value
 
 
 class _Lines:
