@@ -91,30 +91,30 @@ def test_a_command_killed_outright_takes_its_worker_and_runs_along(tmp_path: Pat
     assert not folder.exists(), "the worker's socket folder was left behind"
 
 
-def test_an_unadopted_worker_is_killed_when_the_command_exits(tmp_path: Path) -> None:
-    """A usage error after the worker started: the command exits 2, the worker goes with it."""
-    marker = str(tmp_path)
-    process = subprocess.Popen([sys.executable, "-m", "course", "checkpoint", "99"], cwd=REPO,
-                               env=dict(os.environ, COURSE_MARK=marker), stderr=subprocess.PIPE, text=True)
+def course_watching_workers(marker: str, *args: str) -> tuple[int, str, list[str]]:
+    """Run `course ARGS` to its end, noting every warm worker that exists meanwhile."""
+    process = subprocess.Popen([sys.executable, "-m", "course", *args], cwd=REPO,
+                               env=dict(os.environ, COURSE_MARK=marker),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     seen = []
     while process.poll() is None:
         seen += [entry for entry in leftovers(marker) if "warm.py" in entry]
         time.sleep(0.005)
-    assert process.returncode == 2
-    assert process.stderr is not None and "Traceback" not in process.stderr.read()
+    assert process.stderr is not None
+    return process.returncode, process.stderr.read(), seen
+
+
+def test_an_unadopted_worker_is_killed_when_the_command_exits(tmp_path: Path) -> None:
+    """A usage error after the worker started: the command exits 2, the worker goes with it."""
+    code, stderr, seen = course_watching_workers(str(tmp_path), "checkpoint", "99")
+    assert code == 2 and "Traceback" not in stderr
     assert seen, "no worker was started early, so this proves nothing"
-    assert wait_until_gone(marker) == []
+    assert wait_until_gone(str(tmp_path)) == []
 
 
 def test_commands_that_run_no_tests_start_no_worker(tmp_path: Path) -> None:
-    marker = str(tmp_path)
-    process = subprocess.Popen([sys.executable, "-m", "course", "list"], cwd=REPO,
-                               env=dict(os.environ, COURSE_MARK=marker), stdout=subprocess.PIPE, text=True)
-    seen = []
-    while process.poll() is None:
-        seen += [entry for entry in leftovers(marker) if "warm.py" in entry]
-        time.sleep(0.01)
-    assert process.returncode == 0
+    code, _, seen = course_watching_workers(str(tmp_path), "list")
+    assert code == 0
     assert seen == []
 
 
