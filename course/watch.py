@@ -37,6 +37,7 @@ from attrs import frozen
 
 from course.catalog import Chapter, Lab
 from course.checks import Check, check_practice
+from course.runner import RunPool
 from course.errors import CourseError, UsageError
 from course.failures import digest
 from course.progress import save_result
@@ -364,6 +365,8 @@ class WatchSession:
         self.last_ok: bool | None = None
         self.stopped_by: str | None = None
         self.mode: WatchMode | None = None
+        # One warm worker for the whole session: a re-run after a save costs a fork, not a start-up.
+        self.pool: RunPool | None = None
 
     def _footer(self) -> str:
         what = f"lab {self.lab.id}" if self.lab else "the focused tests"
@@ -375,7 +378,7 @@ class WatchSession:
     async def _run(self, changed: tuple[str, ...] | None) -> None:
         started = time.monotonic()
         try:
-            checks = await check_practice(self.chapter, self.directory, self.lab)
+            checks = await check_practice(self.chapter, self.directory, self.lab, self.pool)
         except OSError as error:  # the dir vanished or cannot be read: say so, keep watching
             self.echo(f"Could not run the tests in {self.directory}: {error}")
             return
@@ -418,7 +421,7 @@ class WatchSession:
             self.echo(message)
 
         try:
-            async with trio.open_nursery() as nursery:
+            async with RunPool(self.chapter.warm_imports) as self.pool, trio.open_nursery() as nursery:
                 nursery.start_soon(self._stop_on_signal, nursery.cancel_scope)
                 await watch_saves(
                     self.directory,
@@ -437,6 +440,8 @@ class WatchSession:
             if errors is None or rest is not None:
                 raise
             raise _first_leaf(errors) from None
+        finally:
+            self.pool = None
         return self.last_ok
 
 

@@ -16,6 +16,7 @@ import pytest
 import trio
 
 from conftest import mini
+from course import prestart
 from course.catalog import load_catalog
 from course.errors import UsageError
 from course.watch import WatchMode, WatchSession, choose_mode, filesystem_type, is_relevant, watch_saves
@@ -140,6 +141,31 @@ def test_a_watcher_that_breaks_later_is_a_clear_error_not_a_traceback(mini_cours
     with pytest.raises(UsageError, match="stopped: .*No such file or directory"):
         trio.run(session.run, WatchMode(False, "native"))
     assert lines and lines[0].startswith("Watching")
+
+
+def test_every_run_of_a_watch_session_is_a_fork_of_one_worker(
+    mini_course: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A learner saves hundreds of times: a re-run must not pay for a new worker each time."""
+    chapter = load_catalog(mini_course).resolve("1")
+    directory = practice(mini_course, tmp_path / "p")
+    spawned: list[object] = []
+    spawn = prestart.spawn_nowait
+    monkeypatch.setattr(prestart, "spawn_nowait", lambda imports: spawned.append(spawn(imports)) or spawned[-1])
+
+    def source(root: Path, **options: Any) -> AsyncIterator[set[tuple[int, str]]]:
+        async def generate() -> AsyncIterator[set[tuple[int, str]]]:
+            yield set()  # live: the first run
+            for _ in range(2):
+                yield {(2, str(root / "tiny_pi/adder.py"))}  # a save: another run
+
+        return generate()
+
+    lines: list[str] = []
+    session = WatchSession(chapter, None, directory, once=False, echo=lines.append, source=source, debounce_ms=0)
+    trio.run(session.run, WatchMode(False, "native"))
+    assert len([line for line in lines if line.startswith("== run")]) == 3
+    assert len(spawned) == 1, f"{len(spawned)} workers for 3 runs"
 
 
 def test_watch_reacts_to_a_save_and_to_an_atomic_rename_save(mini_course: Path, tmp_path: Path) -> None:
