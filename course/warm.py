@@ -92,22 +92,18 @@ def serve(listener: socket.socket) -> None:
             os.close(extra)
         output_fd = fds[0] if fds else -1
         names = request.get("preload")
-        if isinstance(names, list) or output_fd < 0:  # a run needs somewhere to write its output
-            if isinstance(names, list):
-                _import_all([str(name) for name in names])
-                _freeze()
-                _answer(connection, {"ready": True})
-            if output_fd >= 0:
-                os.close(output_fd)
-            connection.close()
-            continue
-        if os.fork() == 0:
+        if isinstance(names, list):
+            _import_all([str(name) for name in names])
+            _freeze()
+            _answer(connection, {"ready": True})
+        elif output_fd >= 0 and os.fork() == 0:  # a run needs somewhere to write its output
             listener.close()
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             _supervise(connection, request, output_fd, worker)
             os._exit(0)
+        if output_fd >= 0:
+            os.close(output_fd)
         connection.close()
-        os.close(output_fd)
 
 
 def _answer(connection: socket.socket, message: dict[str, object]) -> None:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -130,3 +132,24 @@ def test_a_pool_cancelled_while_its_worker_starts_leaves_no_worker(tmp_path: Pat
 
     trio.run(main)
     assert wait_until_gone(marker) == []
+
+
+def test_a_malformed_request_does_not_stop_the_worker() -> None:
+    """The worker serves every command's runs: one bad line must not take it down."""
+    spawned = prestart.spawn_nowait(())
+    try:
+        assert spawned.process.stdout is not None and spawned.process.stdout.readline() == b"ready\n"
+        for garbage in (b"not json\n", b"[1, 2]\n", b'{"preload": "wave"}\n', b'{"cwd": "/", "args": []}\n'):
+            with socket.socket(socket.AF_UNIX) as bad:
+                bad.connect(str(spawned.socket_path))
+                bad.sendall(garbage)
+                bad.settimeout(10)
+                assert bad.recv(100) == b""  # closed without an answer
+        with socket.socket(socket.AF_UNIX) as good:
+            good.connect(str(spawned.socket_path))
+            good.sendall(json.dumps({"preload": ["wave"]}).encode() + b"\n")
+            good.settimeout(20)
+            assert json.loads(good.recv(100)) == {"ready": True}
+        assert spawned.process.poll() is None
+    finally:
+        spawned.kill()
