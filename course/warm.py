@@ -251,7 +251,8 @@ def _run_child(request: dict[str, object], output_fd: int) -> None:
     os.chdir(cwd)
     # The run's token: processes it starts carry it, so the client can find escapees.
     os.environ["COURSE_RUN_ID"] = str(request.get("token", ""))
-    sys.path.insert(0, cwd)  # what `python -m pytest` does with the current directory
+    # As a cold run starts (runner._START_PYTEST): the snapshot first, the plugins last, argv[0] 'pytest'.
+    sys.path.insert(0, cwd)
     sys.argv = ["pytest", *request["args"]]  # type: ignore[misc]
     code = 3
     try:
