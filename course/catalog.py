@@ -25,6 +25,11 @@ MODES = ("rebuild", "observe")
 RED_LIGHT_KINDS = ("collection-error", "failed")
 DEFAULT_TIME_LIMIT = 30.0
 MAX_TIME_LIMIT = 3600.0
+DEFAULT_MEMORY_LIMIT = 2.0  # GiB of address space per run
+MAX_MEMORY_LIMIT = 64.0
+# A lab's `select` is the subset of pytest's -k the course itself can judge from
+# test names: words (parts of test names) joined by " or ".
+SELECT_PATTERN = re.compile(r"^[A-Za-z0-9_]+( or [A-Za-z0-9_]+)*$")
 
 
 def _tuple_of_str(value: Any) -> tuple[str, ...]:
@@ -67,6 +72,17 @@ class Lab:
     goal: str = ""
     hints: tuple[str, ...] = field(default=(), converter=_tuple_of_str)
 
+    def selects(self, node_id: str) -> bool:
+        """Whether the test `node_id` belongs to this lab (judged from its name alone).
+
+        For `select`, as pytest's -k does for these plain words: a word matches
+        when it is part of the test's name, ignoring case.
+        """
+        if self.select is not None:
+            name = node_id.rpartition("::")[2].lower()
+            return any(word.lower() in name for word in self.select.split(" or "))
+        return any(node_id == node or node_id.startswith((node + "::", node + "[")) for node in self.nodes)
+
     def pytest_args(self) -> tuple[str, ...]:
         """Arguments that narrow a run of the focused tests to this lab."""
         if self.select is not None:
@@ -108,6 +124,7 @@ class Chapter:
     pytest_plugins: tuple[str, ...] = ()
     warm_imports: tuple[str, ...] = ()
     time_limit: float = DEFAULT_TIME_LIMIT
+    memory_limit: float = DEFAULT_MEMORY_LIMIT
 
     @property
     def nn(self) -> str:
@@ -190,8 +207,9 @@ _TOP_KEYS = {
     "pytest_plugins": list,
     "warm_imports": list,
     "time_limit": (int, float),
+    "memory_limit": (int, float),
 }
-_OPTIONAL_TOP = {"starter_files", "lesson_files", "pytest_plugins", "warm_imports", "time_limit"}
+_OPTIONAL_TOP = {"starter_files", "lesson_files", "pytest_plugins", "warm_imports", "time_limit", "memory_limit"}
 _RED_LIGHT_KEYS = {"kind": str, "fragments": list, "explanation": str}
 _LAB_KEYS = {
     "id": str,
@@ -284,6 +302,9 @@ def load_chapter(root: Path) -> Chapter:
     if "time_limit" in data and not (0 < data["time_limit"] <= MAX_TIME_LIMIT):  # also false for nan
         raise top.fail("time_limit", f"must be a number of seconds above 0 and at most {MAX_TIME_LIMIT:g}, "
                        f"got {data['time_limit']!r}")
+    if "memory_limit" in data and not (0 < data["memory_limit"] <= MAX_MEMORY_LIMIT):
+        raise top.fail("memory_limit", f"must be a number of GiB above 0 and at most {MAX_MEMORY_LIMIT:g}, "
+                       f"got {data['memory_limit']!r}")
     red = _Reader(path, "first_red_light").table(data["first_red_light"], _RED_LIGHT_KEYS, set())
     if red["kind"] not in RED_LIGHT_KINDS:
         raise _Reader(path, "first_red_light").fail(
@@ -316,6 +337,7 @@ def load_chapter(root: Path) -> Chapter:
         pytest_plugins=tuple(data.get("pytest_plugins", ())),
         warm_imports=tuple(data.get("warm_imports", ())),
         time_limit=float(data.get("time_limit", DEFAULT_TIME_LIMIT)),
+        memory_limit=float(data.get("memory_limit", DEFAULT_MEMORY_LIMIT)),
     )
     _check_files(path, chapter)
     return chapter
@@ -332,8 +354,9 @@ def _load_lab(path: Path, index: int, raw: Any, number: int, focused: list[str])
         raise reader.fail("select", "a lab needs exactly one of 'select' (a -k expression) or 'nodes'")
     if "nodes" in raw and not raw["nodes"]:
         raise reader.fail("nodes", "is empty: a lab must select at least one test")
-    if "select" in raw and not raw["select"].strip():
-        raise reader.fail("select", "is empty: a lab must select at least one test")
+    if "select" in raw and not SELECT_PATTERN.match(raw["select"]):
+        raise reader.fail("select", f"must be parts of test names joined by ' or ', like "
+                          f"'text_projection or terminal', got {raw['select']!r}")
     if raw["expected_passed"] < 0:
         raise reader.fail("expected_passed", f"must be 0 or more, got {raw['expected_passed']}")
     for node in raw.get("nodes", []):
