@@ -458,16 +458,31 @@ def load_catalog(root: Path) -> Catalog:
     return Catalog(root=root, chapters=tuple(chapters))
 
 
-def find_root(start: Path | None = None) -> Path:
-    """The course repository the user is in, else the one this package came from.
+def is_checkout(root: Path) -> bool:
+    """A clone of the course repository (checkpoints/ beside the course package), not an installed copy."""
+    return (root / "checkpoints").is_dir() and (root / "course").is_dir()
 
-    COURSE_ROOT overrides both, so authors and tests can point the CLI at a copy.
+
+def find_root(start: Path | None = None) -> Path:
+    """The course the user means: COURSE_ROOT, else the checkout they are in, else this package's own.
+
+    An editable install reads the checkout it was installed from. A regular
+    install (`pip install .`, pipx, a wheel) carries the chapters inside the
+    package as package data (course/checkpoints), so it works from any directory.
     """
     override = os.environ.get("COURSE_ROOT")
     if override:
         return Path(override).resolve()
-    here = (start or Path.cwd()).resolve()
-    for candidate in (here, *here.parents):
-        if (candidate / "checkpoints").is_dir() and (candidate / "course").is_dir():
+    try:
+        here = (start or Path.cwd()).resolve()
+    except OSError:
+        here = None
+    for candidate in (here, *here.parents) if here is not None else ():
+        if is_checkout(candidate):
             return candidate
-    return Path(__file__).resolve().parent.parent
+    package = Path(__file__).resolve().parent
+    if is_checkout(package.parent):
+        return package.parent
+    if (package / "checkpoints").is_dir():
+        return package
+    return package.parent

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable, Sequence
 
 import trio
+import attrs
 from attrs import field, frozen
 
 from course.cards import CHAPTERS_BEGIN, CHAPTERS_END, between, lesson_card, render_card, render_chapter_list
@@ -23,12 +24,20 @@ from course.runner import COLLECTION_ERROR, CRASHED, FAILED, PASSED, TIMEOUT, Ru
 from course.workspace import apply_patch, scratch_copy
 
 
+# What a check is about; a lab check also names its lab in `Check.lab`.
+KINDS = ("first-red-light", "lab", "focused", "earlier", "redlight", "lineage", "card", "readme")
+
+
 @frozen
 class Check:
-    """One line of a checklist: what was promised, what happened."""
+    """One line of a checklist: what was promised, what happened.
+
+    `kind` and `lab` are data, so nothing has to parse them back out of `name`,
+    which is for people.
+    """
 
     chapter: str
-    kind: str
+    kind: str = field(validator=attrs.validators.in_(KINDS))
     name: str
     ok: bool
     expected: str
@@ -36,11 +45,17 @@ class Check:
     detail: str = ""
     duration: float = 0.0
     run: RunResult | None = field(default=None, eq=False, repr=False)
+    lab: str | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if (self.kind == "lab") != (self.lab is not None):
+            raise ValueError(f"a check of kind {self.kind!r} {'needs' if self.kind == 'lab' else 'has no'} lab id")
 
     def to_json(self) -> dict[str, object]:
         data: dict[str, object] = {
             "chapter": self.chapter,
             "kind": self.kind,
+            "lab": self.lab,
             "name": self.name,
             "ok": self.ok,
             "expected": self.expected,
@@ -188,6 +203,7 @@ def lab_check(chapter: Chapter, lab: Lab, run: RunResult) -> Check:
         chapter=chapter.name,
         kind="lab",
         name=f"lab {lab.id} {lab.title}",
+        lab=lab.id,
         ok=ok,
         expected=f"{lab.expected_passed} passed",
         actual=_counts(run, passed, failed),

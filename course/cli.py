@@ -1,10 +1,15 @@
 """The `course` command line: parse, call the module that does the job, print.
 
-Exit codes: 0 the story held / success; 1 a check deviated; 2 usage or input error.
+Exit codes: 0 the story held / success; 1 a check deviated; 2 usage or input
+error; 130 interrupted (Ctrl-C). A closed pipe (`course verify | head`) ends
+quietly with 0.
 """
 
 from __future__ import annotations
 
+import errno
+import os
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -15,64 +20,138 @@ import trio
 from course import output
 from course.cards import render_learning
 from course.catalog import Chapter
+from course.completion import complete_chapter, complete_dir, complete_lab
 from course.context import CourseContext, pass_context
 from course.checks import check_practice, excerpt, prove_chapter, red_light_check, verify
 from course.errors import INTERRUPTED, CourseError
-from course.failures import digest
+from course.locate import path_problem, suggest
+from course.nextstep import next_step
 from course.progress import save_result
+from course.redlights import record as record_redlights
 from course.render import show_lesson
 from course.runner import RunPool, RunResult
-from course.status import NOT_TESTED, chapter_progress
-from course.workspace import check_practice_target, make_practice_dir, practice_is_usable
+from course.status import NOT_TESTED, course_status
+from course.workspace import check_practice_target, make_practice_dir, require_git
+
+# The order a learner meets the commands in; the author's come last.
+ORDER = ("practice", "test", "watch", "hint", "diff", "redlight", "reset", "status", "list", "show",
+         "checkpoint", "verify")
+
+EPILOG = """\b
+Chapter ids: 3, 03, message-ir and 03-message-ir all name chapter 03.
+Inside a practice dir (or any dir below it) the chapter id and DIR may be left out.
+
+\b
+Examples:
+  course practice 02                 make practice/02-event-stream and see its first red light
+  cd practice/02-event-stream
+  course test --lab 2.1              one lab, against its expected count
+  course watch                       re-run on every save
+  course hint                        one rung of the hint ladder for the first open lab
+  course diff --show                 your teaching files against the target
+  course status                      every chapter: where you are and what is next
+
+\b
+Exit status: 0 success, 1 a check deviated, 2 usage or input error, 130 interrupted.
+Shell completion (bash, zsh, fish): see the README."""
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-def cli() -> None:
+def _version() -> str:
+    try:
+        from importlib.metadata import PackageNotFoundError, version
+
+        return version("tiny-pi-course")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+class LearnerOrder(click.Group):
+    """Commands listed in the learner's order, each with its whole first sentence."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        known = super().list_commands(ctx)
+        return [name for name in ORDER if name in known] + [name for name in known if name not in ORDER]
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is None or command.hidden:
+                continue
+            rows.append((name, command.get_short_help_str(limit=1_000)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+@click.group(
+    cls=LearnerOrder,
+    invoke_without_command=True,
+    epilog=EPILOG,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
+@click.version_option(_version(), "--version", prog_name="course", message="%(prog)s %(version)s")
+@click.pass_context
+def cli(click_context: click.Context) -> None:
     """Rebuild a tiny agent runtime chapter by chapter, and prove every step."""
+    if click_context.invoked_subcommand is None:
+        click.echo(click_context.get_help())
+
+
+CHAPTER = dict(required=False, shell_complete=complete_chapter)
+DIRECTORY = dict(required=False, shell_complete=complete_dir)
+LAB = dict(help="Only this lab, e.g. 2.1.", shell_complete=complete_lab)
 
 
 @cli.command("list")
 @pass_context
 def list_command(ctx: CourseContext) -> None:
     """Chapters, their labs and focused test counts, and your progress in each."""
-    for chapter in ctx.catalog.chapters:
-        click.echo(click.style(f"{chapter.name}  {chapter.title}", bold=True) + f"  [{chapter.mode}]")
-        click.echo(f"    {chapter.summary}")
-        click.echo(f"    focused tests: {chapter.expected_passed}  ({', '.join(chapter.focused_tests)})")
+    report = course_status(ctx.practice_home, ctx.catalog, here=_here())
+    for chapter, progress in zip(ctx.catalog.chapters, report.chapters):
+        output.say(f"{chapter.name}  {chapter.title}  [{chapter.mode}]", bold=True)
+        output.say(f"    {chapter.summary}")
+        output.say(f"    focused tests: {chapter.expected_passed}  ({', '.join(chapter.focused_tests)})")
         for lab in chapter.labs:
-            click.echo(f"    lab {lab.id}: {lab.title} ({lab.expected_passed} tests)")
-        progress = chapter_progress(ctx.root, chapter)
-        where = f"practice/{chapter.name}"
+            output.say(f"    lab {lab.id}: {lab.title} ({lab.expected_passed} tests)")
         if progress.exists:
             when = f", {progress.last.when}" if progress.last and progress.state != NOT_TESTED else ""
-            click.echo(f"    practice: {where} - last test: {progress.verdict()}{when}")
+            output.say(f"    practice: {output.display_path(progress.directory)} - last test: {progress.verdict()}{when}")
         else:
-            click.echo(f"    practice: none yet (course practice {chapter.nn})")
+            output.say(f"    practice: none yet ({suggest('practice', chapter.nn)})")
+
+
+def _here() -> Path | None:
+    from course.locate import enclosing_practice_dir
+
+    return enclosing_practice_dir(Path.cwd())
 
 
 @cli.command()
-@click.argument("chapter_id")
-@click.option("--pager", is_flag=True, help="Page the rendered lesson (less -R style).")
+@click.argument("chapter_id", **CHAPTER)  # type: ignore[arg-type]
+@click.option("--pager/--no-pager", default=None, help="Page the lesson (default: on a terminal, when it is longer than the screen).")
 @pass_context
-def show(ctx: CourseContext, chapter_id: str, pager: bool) -> None:
-    """The lesson of a chapter: rendered in a terminal, plain Markdown when piped."""
-    chapter = ctx.chapter(chapter_id)
+def show(ctx: CourseContext, chapter_id: str | None, pager: bool | None) -> None:
+    """The lesson of a chapter: rendered and paged in a terminal, plain Markdown when piped."""
+    chapter = ctx.chapter(chapter_id) if chapter_id else ctx.locate("show", None, None).chapter
     show_lesson(chapter.lesson.read_text(encoding="utf-8"), pager=pager)
 
 
 @cli.command()
-@click.argument("chapter_id")
+@click.argument("chapter_id", shell_complete=complete_chapter)
 @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
 @pass_context
 def checkpoint(ctx: CourseContext, chapter_id: str, as_json: bool) -> None:
-    """Locate a chapter's parent and target and prove its story holds."""
+    """Locate a chapter's parent and target and prove its story holds (for authors)."""
     chapter = ctx.chapter(chapter_id)
+    require_git()  # the red-light exercises are git patches
     if not as_json:
         output.chapter_header(chapter)
         output.locations(chapter)
-        click.echo("\nProving the story, each check in its own throw-away copy:")
+        output.say("\nProving the story, each check in its own throw-away copy:")
     started = time.monotonic()
-    checks = trio.run(prove_chapter, ctx.catalog, chapter)
+    with output.progress(f"Proving chapter {chapter.nn}", enabled=not as_json):
+        checks = trio.run(prove_chapter, ctx.catalog, chapter)
     duration = time.monotonic() - started
     if as_json:
         output.emit_json(output.report("checkpoint", checks, duration, chapter=chapter.name))
@@ -83,15 +162,18 @@ def checkpoint(ctx: CourseContext, chapter_id: str, as_json: bool) -> None:
 
 
 @cli.command("verify")
-@click.argument("chapter_ids", nargs=-1)
+@click.argument("chapter_ids", nargs=-1, shell_complete=complete_chapter)
 @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
 @pass_context
 def verify_command(ctx: CourseContext, chapter_ids: tuple[str, ...], as_json: bool) -> None:
-    """Prove every chapter (or the given ones) plus lineage and lesson cards."""
+    """Prove every chapter (or the given ones) plus lineage and lesson cards (for authors)."""
     catalog = ctx.catalog
-    chapters = [catalog.resolve(c) for c in chapter_ids] if chapter_ids else list(catalog.chapters)
+    resolved = [catalog.resolve(c) for c in chapter_ids] if chapter_ids else list(catalog.chapters)
+    chapters = list({chapter.name: chapter for chapter in resolved}.values())  # `verify 2 02` proves 02 once
+    require_git()
     started = time.monotonic()
-    checks = trio.run(verify, catalog, chapters)
+    with output.progress(f"Proving {len(chapters)} chapter(s)", enabled=not as_json):
+        checks = trio.run(verify, catalog, chapters)
     duration = time.monotonic() - started
     if as_json:
         output.emit_json(
@@ -104,36 +186,42 @@ def verify_command(ctx: CourseContext, chapter_ids: tuple[str, ...], as_json: bo
 
 
 @cli.command()
-@click.argument("chapter_id")
-@click.argument("directory", required=False)
+@click.argument("chapter_id", shell_complete=complete_chapter)
+@click.argument("directory", **DIRECTORY)  # type: ignore[arg-type]
+@click.option("--nested", is_flag=True, help="Make DIR even inside another git work tree (another practice dir, a repository).")
 @pass_context
-def practice(ctx: CourseContext, chapter_id: str, directory: str | None) -> None:
-    """Copy a chapter's starting point into DIRECTORY and show its first red light."""
+def practice(ctx: CourseContext, chapter_id: str, directory: str | None, nested: bool) -> None:
+    """Copy a chapter's starting point into DIR (a git repo of its own) and show its first red light."""
     chapter = ctx.chapter(chapter_id)
-    target = check_practice_target(ctx.practice_dir(chapter, directory), ctx.root)
+    require_git()
+    target = check_practice_target(ctx.practice_dir(chapter, directory), ctx.root, nested)
     source = chapter.practice_start
     message = f"Start of chapter {chapter.name} ({'target' if chapter.mode == 'observe' else 'parent'})"
     make_practice_dir(source, target, render_learning(chapter), message)
-    click.echo(f"Made {target}")
-    click.echo("  LEARNING.md holds the checkpoint card; `git diff` there shows your own work.")
-    run = trio.run(_first_run, chapter, target)
+    from course.index import remember
+
+    remember(target, chapter, ctx.root)
+    output.say(f"Made {output.display_path(target)}")
+    output.say("  LEARNING.md holds the checkpoint card; `git diff` there shows your own work.")
+    with output.progress(f"Running chapter {chapter.nn}'s focused tests", limit=chapter.time_limit):
+        run = trio.run(_first_run, chapter, target)
     red = chapter.first_red_light
     if chapter.mode == "observe":
         shown = run.outcome == "passed"
-        click.echo(f"\nFocused tests: {run.summary()} (observe mode: the target is complete).")
+        output.say(f"\nFocused tests: {run.summary()} (observe mode: the target is complete).")
     else:
         shown = red_light_check(chapter, run).ok
-        click.echo(f"\nFirst red light: {run.summary()}")
+        output.say(f"\nFirst red light: {run.summary()}")
         for fragment in red.fragments:
             mark = "seen" if fragment in run.output else "MISSING"
-            click.echo(f"  {mark}: {fragment}")
-        click.echo(f"\n{red.explanation}")
+            output.say(f"  {mark}: {fragment}")
+        output.say(f"\n{red.explanation}")
     if shown:
-        click.echo(click.style("This is the expected starting point.", fg="green"))
-        click.echo(f"First step: {chapter.first_step}")
-        click.echo(f"Then: cd {target} && course test {chapter.nn}")
+        output.say("This is the expected starting point.", fg="green")
+        output.say(f"First step: {chapter.first_step}")
+        output.say(f"Then: cd {shlex.quote(output.display_path(target))} && {suggest('test', chapter.nn)}")
     else:
-        click.echo(click.style("This is NOT the documented starting point:", fg="red"))
+        output.say("This is NOT the documented starting point:", fg="red")
         click.echo(excerpt(run.output))
     sys.exit(0 if shown else 1)
 
@@ -146,83 +234,103 @@ async def _first_run(chapter: Chapter, directory: Path) -> RunResult:
 
 
 @cli.command("test")
-@click.argument("chapter_id")
-@click.argument("directory", required=False)
-@click.option("--lab", "lab_id", help="Run only this lab's selection, e.g. 2.1.")
+@click.argument("chapter_id", **CHAPTER)  # type: ignore[arg-type]
+@click.argument("directory", **DIRECTORY)  # type: ignore[arg-type]
+@click.option("--lab", "lab_id", **LAB)  # type: ignore[arg-type]
+@click.option("-v", "--verbose", is_flag=True, help="Also print pytest's whole output.")
+@click.option("--tests", "by_lab", is_flag=True, help="List every test, lab by lab, passed or failed.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
 @pass_context
-def test_command(ctx: CourseContext, chapter_id: str, directory: str | None, lab_id: str | None, as_json: bool) -> None:
-    """Run a chapter's focused tests (or one lab) in a practice dir and compare the counts."""
-    chapter = ctx.chapter(chapter_id)
+def test_command(ctx: CourseContext, chapter_id: str | None, directory: str | None, lab_id: str | None,
+                 verbose: bool, by_lab: bool, as_json: bool) -> None:
+    """Run a chapter's focused tests (or one lab) in your practice dir and compare the counts.
+
+    Inside a practice dir, CHAPTER_ID and DIR can be left out.
+    """
+    place = ctx.locate("test", chapter_id, directory)
+    chapter = place.chapter
     lab = chapter.lab(lab_id) if lab_id else None
-    target = ctx.learner_dir(chapter, directory)
-    practice_is_usable(target)
+    if not as_json:
+        what = f"lab {lab.id}" if lab else f"chapter {chapter.nn}'s focused tests"
+        output.say(f"Testing {output.display_path(place.directory)} ({what}):")
     started = time.monotonic()
-    checks = trio.run(check_practice, chapter, target, lab)
+    with output.progress(f"Running {f'lab {lab.id}' if lab else 'the focused tests'}", enabled=not as_json,
+                         limit=chapter.time_limit):
+        checks = trio.run(check_practice, chapter, place.directory, lab)
     duration = time.monotonic() - started
-    save_result(target, chapter, lab, checks)
-    next_step = _next_step(chapter, checks, lab)
+    last = save_result(place.directory, chapter, lab, checks)
+    run = next((check.run for check in checks if check.run is not None), None)
+    update = record_redlights(place.directory, chapter, run, last.ok, lab is None)
+    ctx.remember(place)
+    step = next_step(chapter, last, update.state, place.dir_words(), _following(ctx, chapter))
     if as_json:
-        output.emit_json(output.report("test", checks, duration, chapter=chapter.name, directory=str(target), next=next_step))
+        output.emit_json(output.report(
+            "test", checks, duration, chapter=chapter.name, directory=str(place.directory), next=step,
+            redlight_seen=update.seen.id if update.seen else None,
+            redlights_done=[r.id for r in update.done], redlights=dict(update.state.states),
+        ))
     else:
-        output.checklist(checks, details=False)
-        failing = next((check.run for check in checks if not check.ok and check.run is not None), None)
-        if failing is not None:
-            output.digest(digest(failing, chapter))
-        output.summary_line(checks, duration, "Green", "Not yet")
-        click.echo(f"Next: {next_step}")
+        hint = place.command("test", *(["--lab", lab.id] if lab else []), "-v")
+        for line in output.result_lines(chapter, lab, checks, duration, update, step, verbose, by_lab, hint):
+            output.say(line)
     sys.exit(0 if all(check.ok for check in checks) else 1)
 
 
-def _next_step(chapter: Chapter, checks: list, lab: object) -> str:
-    for check in checks:
-        if check.kind == "lab" and not check.ok:
-            lab_id = check.name.split()[1]
-            return f"make lab {lab_id} green: course test {chapter.nn} --lab {lab_id} (stuck? course hint {chapter.nn} --lab {lab_id})"
-    if lab is not None:
-        position = [l.id for l in chapter.labs].index(lab.id)  # type: ignore[attr-defined]
-        if position + 1 < len(chapter.labs):
-            following = chapter.labs[position + 1]
-            return f"lab {following.id} {following.title}: course test {chapter.nn} --lab {following.id}"
-        return f"run every lab at once: course test {chapter.nn}"
-    if not all(check.ok for check in checks):
-        return "read the first failure above and fix it"
-    if chapter.redlights:
-        redlight = chapter.redlights[0]
-        return f"the red-light exercise {redlight.id}: {redlight.title} (see the lesson)"
-    return "on to the next chapter"
+def _following(ctx: CourseContext, chapter: Chapter) -> Chapter | None:
+    later = [c for c in ctx.catalog.chapters if c.number > chapter.number]
+    return later[0] if later else None
 
 
 def main() -> None:
-    """Entry point: turn the course's own errors into one paragraph and exit status 2."""
+    """Entry point: the course's own errors in one line, Ctrl-C as 130, a closed pipe as quiet success."""
     try:
-        cli.main(standalone_mode=False, prog_name="course")
-    except click.exceptions.Exit as done:
-        sys.exit(done.exit_code)
-    except click.ClickException as error:
+        try:
+            cli.main(standalone_mode=False, prog_name="course")
+        finally:
+            sys.stdout.flush()
+    except BaseException as error:  # noqa: BLE001 - every ending is decided here, once
+        sys.exit(_exit_status(error))
+
+
+def _exit_status(error: BaseException) -> int:
+    if isinstance(error, SystemExit):
+        return error.code if isinstance(error.code, int) else (0 if error.code is None else 1)
+    if isinstance(error, click.exceptions.Exit):
+        return error.exit_code
+    if _closed_pipe(error):
+        _silence_stdout()
+        return 0
+    if isinstance(error, (KeyboardInterrupt, click.exceptions.Abort)) or (
+        isinstance(error, BaseExceptionGroup) and error.split(KeyboardInterrupt)[0] is not None
+    ):
+        click.echo(INTERRUPTED, err=True)
+        return 130
+    if isinstance(error, click.ClickException):
         error.show()
-        sys.exit(error.exit_code)
-    except click.exceptions.Abort:
-        click.echo(INTERRUPTED, err=True)
-        sys.exit(130)
-    except CourseError as error:
-        click.echo(f"course: {error}", err=True)
-        sys.exit(error.exit_code)
-    except KeyboardInterrupt:
-        click.echo(INTERRUPTED, err=True)
-        sys.exit(130)
-    except BaseExceptionGroup as group:
-        # trio wraps what is raised inside a nursery; a Ctrl-C is still a Ctrl-C,
-        # and the course's own errors are still one paragraph each.
-        if group.split(KeyboardInterrupt)[1] is None:
-            click.echo(INTERRUPTED, err=True)
-            sys.exit(130)
-        errors, rest = group.split(CourseError)
-        if errors is None or rest is not None:
-            raise
-        for leaf in _leaves(errors):
+        return error.exit_code
+    leaves = _leaves(error) if isinstance(error, BaseExceptionGroup) else [error]
+    if all(isinstance(leaf, (CourseError, OSError)) for leaf in leaves):
+        for leaf in leaves:
+            if isinstance(leaf, OSError):
+                leaf = path_problem(leaf, leaf.filename or "a path")
             click.echo(f"course: {leaf}", err=True)
-        sys.exit(2)
+        return max(getattr(leaf, "exit_code", 2) for leaf in leaves)
+    raise error
+
+
+def _closed_pipe(error: BaseException) -> bool:
+    if isinstance(error, BaseExceptionGroup):
+        return all(_closed_pipe(leaf) for leaf in _leaves(error))
+    return isinstance(error, BrokenPipeError) or (isinstance(error, OSError) and error.errno == errno.EPIPE)
+
+
+def _silence_stdout() -> None:
+    """The reader went away: send what Python still wants to flush at exit nowhere."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 def _leaves(group: BaseExceptionGroup) -> list[BaseException]:

@@ -1,4 +1,4 @@
-"""What every command needs: the course root, its catalog, and where practice dirs go."""
+"""What every command needs: the course root, its catalog, and where practice dirs are."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ from pathlib import Path
 
 import click
 
-from course.catalog import Catalog, Chapter, find_root, load_catalog
+from course.catalog import Catalog, Chapter, find_root, is_checkout, load_catalog
+from course.locate import DefaultDir, Place, locate
 
 
 class CourseContext:
@@ -25,19 +26,32 @@ class CourseContext:
     def chapter(self, chapter_id: str) -> Chapter:
         return self.catalog.resolve(chapter_id)
 
+    @property
+    def practice_home(self) -> Path:
+        """Where `course practice NN` puts a dir: practice/ of a checkout, else practice/ here.
+
+        An installed course (its chapters shipped inside the package) has no
+        checkout to hold practice dirs; like rustlings, it makes them in the
+        current directory, and the index remembers where.
+        """
+        return self.root / "practice" if is_checkout(self.root) else Path.cwd() / "practice"
+
     def practice_dir(self, chapter: Chapter, directory: str | None) -> Path:
         if directory is None:
-            return self.root / "practice" / chapter.name
+            return self.practice_home / chapter.name
         return Path(directory)
 
-    def learner_dir(self, chapter: Chapter, directory: str | None) -> Path:
-        """DIR, else the current directory when it is a practice dir, else the default one."""
-        if directory is not None:
-            return Path(directory)
-        here = Path.cwd()
-        if (here / "LEARNING.md").is_file() and (here / "pytest.ini").is_file():
-            return here
-        return self.practice_dir(chapter, None)
+    def locate(self, command: str, chapter_id: str | None, directory: str | None) -> Place:
+        """The practice dir and chapter a learner command works on (course.locate)."""
+        from course.index import practice_dirs
+
+        remembered = {name: dirs[0] for name, dirs in practice_dirs(self.catalog).items() if dirs}
+        return locate(self.catalog, command, chapter_id, directory, DefaultDir(self.practice_home, remembered))
+
+    def remember(self, place: Place) -> None:
+        from course.index import remember
+
+        remember(place.directory, place.chapter, self.root)
 
 
 pass_context = click.make_pass_decorator(CourseContext, ensure=True)

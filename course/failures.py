@@ -1,20 +1,50 @@
-"""A failure a learner can read: the test, the assertion, their own line, a pointer.
+"""A failure a learner can read: the test, the line pytest points at, the error, where to fix it.
 
 pytest's full report is written for people who know pytest's internals; a
-learner needs four lines. The digest is built from the JUnit report's
-traceback text, so it does not depend on pytest's console layout.
+learner needs a few lines. The digest is built from the JUnit report's
+traceback text (TestCase.details), which comes in two layouts: pytest's own
+(`>` marks the line, `E` the error, `file.py:NN: Error` the place) and
+Python's (`File "...", line NN, in f`), which pytest uses for exception
+groups. Both are read into frames; a group with a single exception (trio's
+nurseries wrap every error in one) is shown as that exception.
 """
 
 from __future__ import annotations
 
+import ast
 import re
+
+from attrs import frozen
 
 from course.catalog import Chapter
 from course.runner import CRASHED, FAILED, TIMEOUT, RunResult, TestCase
 
-_LOCATION = re.compile(r"^(?P<file>[^\s:][^:]*\.py):(?P<line>\d+):")
+_PYTEST_PLACE = re.compile(r"^(?P<file>[^\s:][^:]*\.py):(?P<line>\d+):(?: (?P<error>.*))?$")
+_PYTHON_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<function>.+)$')
+_EXCEPTION = re.compile(r"^(?P<name>[A-Za-z_][\w.]*(?:Error|Exception|Group|Exit|Interrupt|Warning|Failed|Timeout\w*)?)(?:: (?P<text>.*))?$")
+_GROUP_BORDER = re.compile(r"^\s*\+[-+ \d.]*$")
+_GROUP_BAR = re.compile(r"^\s*\| ?")
+_SUB_EXCEPTIONS = re.compile(r"\((?P<count>\d+) sub-exceptions?\)")
+_SINGLE = re.compile(r"^(?P<name>\w+)\((?P<args>.*)\) \[single exception in \w*ExceptionGroup\]$", re.S)
 _MISSING_MODULE = re.compile(r"No module named '(?P<module>[\w.]+)'")
 _MISSING_NAME = re.compile(r"cannot import name '(?P<name>\w+)' from '(?P<module>[\w.]+)'")
+# pytest's own advice is about pytest's flags; the course has its own -v (see the CLI).
+_PYTEST_ADVICE = ("Use -v to get more diff", "Use -v to get the full diff")
+PACKAGE = "tiny_pi/"
+LINE_LIMIT = 240
+
+
+@frozen
+class Frame:
+    """One place in a traceback: a file relative to the practice dir, a line, its source."""
+
+    file: str
+    line: int
+    source: str = ""
+
+    @property
+    def place(self) -> str:
+        return f"{self.file}:{self.line}"
 
 
 def first_failure(run: RunResult) -> TestCase | None:
@@ -24,8 +54,106 @@ def first_failure(run: RunResult) -> TestCase | None:
     return None
 
 
-def digest(run: RunResult, chapter: Chapter, max_lines: int = 12) -> list[str]:
-    """A few lines that say what failed first, where in the learner's code, and what to do."""
+def relative(path: str) -> str:
+    """`/any/where/p02/tiny_pi/x.py` -> `tiny_pi/x.py`; a test file -> `tests/...`."""
+    for marker in ("/" + PACKAGE, "/tests/"):
+        at = path.rfind(marker)
+        if at >= 0:
+            return path[at + 1:]
+    return path
+
+
+def _unboxed(details: str) -> list[str]:
+    """The traceback text without exception-group boxes (`| ` bars and `+---` borders)."""
+    lines = []
+    for line in details.splitlines():
+        if _GROUP_BORDER.match(line):
+            continue
+        lines.append(_GROUP_BAR.sub("", line, count=1) if _GROUP_BAR.match(line) else line)
+    return lines
+
+
+def frames(details: str) -> list[Frame]:
+    """Every frame of the traceback, outermost first, in either layout."""
+    found: list[Frame] = []
+    lines = _unboxed(details)
+    marked = ""
+    for index, line in enumerate(lines):
+        if line.startswith(">"):
+            marked = line[1:].strip()
+            continue
+        place = _PYTEST_PLACE.match(line)
+        if place:
+            found.append(Frame(relative(place.group("file")), int(place.group("line")), marked))
+            marked = ""
+            continue
+        frame = _PYTHON_FRAME.match(line)
+        if frame:
+            source = lines[index + 1].strip() if index + 1 < len(lines) else ""
+            found.append(Frame(relative(frame.group("file")), int(frame.group("line")), source))
+    return [f for f in found if "site-packages/" not in f.file and not f.file.startswith("/")]
+
+
+def error_lines(details: str, message: str) -> list[str]:
+    """The error as pytest shows it (`E` lines), the innermost exception of a group unwrapped."""
+    lines = _unboxed(details)
+    marked = [line.rstrip() for line in lines if line.startswith("E ")]
+    if marked and not any("ExceptionGroup" in line for line in marked[:1]):
+        return _without_advice(marked)
+    # Python's layout: the last exception line after the last frame, and what continues it.
+    last_frame = max((i for i, line in enumerate(lines) if _PYTHON_FRAME.match(line)), default=-1)
+    tail = lines[last_frame + 2:] if last_frame >= 0 else []
+    for index, line in enumerate(tail):
+        match = _EXCEPTION.match(line)
+        if match and not line.startswith(" "):
+            block = [line.rstrip()] + [rest.rstrip() for rest in tail[index + 1:] if rest.startswith(" ") or not rest]
+            return _without_advice([f"E   {text}" if text.strip() else "E" for text in block])
+    return _without_advice([f"E   {text}" for text in readable_message(message).splitlines()])
+
+
+def _without_advice(lines: list[str]) -> list[str]:
+    kept = [line for line in lines if not any(advice in line for advice in _PYTEST_ADVICE)]
+    while kept and kept[-1].strip() in ("E", ""):
+        kept.pop()
+    return kept
+
+
+def readable_message(message: str) -> str:
+    """A JUnit message with real newlines: `Error("a\\nb") [single exception in ExceptionGroup]` -> `Error: a\\nb`."""
+    match = _SINGLE.match(message.strip())
+    if match is None:
+        return message
+    try:
+        value = ast.literal_eval(match.group("args"))
+    except (ValueError, SyntaxError):
+        return f"{match.group('name')}: {match.group('args')}"
+    return f"{match.group('name')}: {value}"
+
+
+def group_size(details: str) -> int:
+    """How many exceptions a group held (1 when there was no group)."""
+    counts = [int(m.group("count")) for m in _SUB_EXCEPTIONS.finditer(details)]
+    return max(counts, default=1)
+
+
+def fix_pointer(chapter: Chapter, found: list[Frame]) -> list[str]:
+    """Where the fix belongs: this chapter's teaching file, and where the error surfaced if elsewhere."""
+    mine = [f for f in found if f.file.startswith(PACKAGE)]
+    teaching = [f for f in mine if f.file in chapter.teaching_files]
+    if teaching:
+        lines = [f"in your code: {teaching[-1].place}" + (f": {teaching[-1].source}" if teaching[-1].source else "")]
+        if mine[-1] != teaching[-1]:
+            lines.append(f"  (it surfaced in {mine[-1].place}, code of an earlier chapter)")
+        return lines
+    files = ", ".join(chapter.teaching_files)
+    noun = "this chapter's teaching file" if len(chapter.teaching_files) == 1 else "this chapter's teaching files"
+    if mine:
+        return [f"the fix belongs in {files} ({noun}); it surfaced in {mine[-1].place}, code of an earlier chapter"]
+    return [f"the fix belongs in {files} ({noun})"] if files else []
+
+
+def digest(run: RunResult, chapter: Chapter, max_lines: int = 14) -> list[str]:
+    """A few lines: which test failed first, the line pytest points at, the error, where to fix it."""
     if run.outcome == TIMEOUT:
         return [run.summary()]
     case = first_failure(run)
@@ -33,19 +161,27 @@ def digest(run: RunResult, chapter: Chapter, max_lines: int = 12) -> list[str]:
         return [run.summary()]
     if case is None:
         return [line for line in run.output.strip().splitlines()[-5:]]
+    found = frames(case.details)
     if case.name:
         lines = [f"first failure: {case.file}::{case.name.replace('.', '::')}"]
+        in_test = [f for f in found if f.file == case.file]
+        if in_test:
+            lines.append(in_test[-1].place)
+            if in_test[-1].source:
+                lines.append(f">   {in_test[-1].source}")
     else:
         lines = [f"could not import the tests in {case.file}"]
-    lines += _learner_frames(case.details)
-    lines += _error_lines(case.details, case.message)[: max_lines - len(lines)]
+    errors = error_lines(case.details, case.message)
+    size = group_size(case.details)
+    if size > 1:
+        lines.append(f"({size} errors at once, in an exception group; the first:)")
+    lines += errors[: max(2, max_lines - len(lines) - 2)]
     hint = import_hint(case.details or case.message, chapter)
     if hint:
         lines.append(hint)
+    elif case.name:
+        lines += fix_pointer(chapter, found)
     return [_clip(line) for line in lines]
-
-
-LINE_LIMIT = 240
 
 
 def _clip(line: str) -> str:
@@ -53,19 +189,6 @@ def _clip(line: str) -> str:
     if len(line) <= LINE_LIMIT:
         return line
     return f"{line[:LINE_LIMIT]}... [{len(line) - LINE_LIMIT} more characters]"
-
-
-def _learner_frames(details: str) -> list[str]:
-    """The last traceback line inside the learner's own package."""
-    frames = [line for line in details.splitlines() if _LOCATION.match(line) and "tiny_pi/" in line]
-    return [f"in your code: {frames[-1].strip()}"] if frames else []
-
-
-def _error_lines(details: str, message: str) -> list[str]:
-    errors = [line.rstrip() for line in details.splitlines() if line.startswith("E ")]
-    if errors:
-        return errors
-    return [message] if message else []
 
 
 def import_hint(text: str, chapter: Chapter) -> str | None:
@@ -82,3 +205,21 @@ def import_hint(text: str, chapter: Chapter) -> str | None:
     if "name" in match.groupdict() and match.groupdict().get("name"):
         return f"hint: `{match.group('name')}` belongs in {owner}, a teaching file of this chapter"
     return f"hint: create {owner}, a teaching file of this chapter"
+
+
+def tests_by_lab(run: RunResult, chapter: Chapter) -> list[tuple[str, list[tuple[str, str]]]]:
+    """Per lab (then the rest), each test's name and outcome: "which tests are already green?"."""
+    groups: list[tuple[str, list[tuple[str, str]]]] = []
+    placed: set[int] = set()
+    for lab in chapter.labs:
+        rows = []
+        for index, case in enumerate(run.tests):
+            node = f"{case.file}::{case.name.replace('.', '::')}"
+            if case.name and lab.selects(node):
+                rows.append((case.name.rpartition(".")[2], case.outcome))
+                placed.add(index)
+        groups.append((f"lab {lab.id} {lab.title}", rows))
+    rest = [(c.name.rpartition(".")[2] or c.file, c.outcome) for i, c in enumerate(run.tests) if i not in placed]
+    if rest:
+        groups.append(("not in a lab", rest))
+    return groups

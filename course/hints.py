@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Sequence
 
 from attrs import frozen
 
 from course.catalog import Chapter, Lab
+from course.locate import suggest
 from course.progress import read_state, remove_state, write_state
 
 HINTS_FILE = "hints.json"
@@ -116,10 +118,15 @@ def climb(directory: Path, chapter: Chapter, lab: Lab, action: str = SHOW) -> Hi
     return HintView(chapter=chapter, lab=lab, action=action, seen=after, rungs=rungs, saved=saved)
 
 
-def render(view: HintView) -> list[str]:
-    """The lines of a hint screen: the rungs so far, newest marked, and the way up."""
+def render(view: HintView, dir_words: Sequence[str] = ()) -> list[str]:
+    """The lines of a hint screen: the rungs so far, newest marked, and the way up.
+
+    `dir_words` is the practice dir as the learner typed it, carried by every
+    command shown, so each works when pasted where it was printed.
+    """
     chapter, lab = view.chapter, view.lab
-    base = f"course hint {chapter.nn} --lab {lab.id}"
+    base = suggest("hint", chapter.nn, *dir_words, "--lab", lab.id)
+    test = suggest("test", chapter.nn, *dir_words, "--lab", lab.id)
     lines = [f"Lab {lab.id} {lab.title}"]
     if view.total == 0:
         lines.append("  This lab has no hints in chapter.toml.")
@@ -138,8 +145,8 @@ def render(view: HintView) -> list[str]:
         if view.action == NEXT and not any(rung.new for rung in view.rungs):
             lines.append("  That was the last rung: there is no answer rung.")
         lines.append(
-            "  The rest is yours: re-read the lab's tests, run `course test "
-            f"{chapter.nn} --lab {lab.id}` and read the first failure line by line."
+            f"  The rest is yours: re-read the lab's tests, run `{test}` "
+            "and read the first failure line by line."
         )
     else:
         following = rung_name(view.seen)

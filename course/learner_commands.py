@@ -11,6 +11,7 @@ that differ, a declined reset), 2 usage or input error (course.errors.UsageError
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from pathlib import Path
 
@@ -18,39 +19,31 @@ import click
 import trio
 
 from course import hints as hint_ladder
+from course import output
+from course import redlights
+from course.completion import complete_chapter, complete_dir, complete_lab
 from course.context import CourseContext, pass_context
 from course.errors import UsageError
 from course.learner_diff import MISSING, SAME, compare, line_colour
+from course.locate import enclosing_practice_dir, suggest
+from course.progress import read_last_test
 from course.render import colour_setting
 from course.reset import open_practice_repo, plan_reset, reset
-from course.status import course_status, default_practice_dir, first_open_lab, read_last_test
+from course.status import course_status, first_open_lab
 from course.watch import DEFAULT_DEBOUNCE_MS, WatchSession, choose_mode
-from course.workspace import practice_is_usable
+from course.workspace import require_git
 
-
-def _colourise(line: str) -> str:
-    """Colour a result-screen line by what it says; click drops the codes when piped or NO_COLOR."""
-    stripped = line.lstrip()
-    if stripped.startswith("Green"):
-        return click.style(line, fg="green", bold=True)
-    if stripped.startswith("Not yet"):
-        return click.style(line, fg="red", bold=True)
-    if stripped.startswith("[FAIL]"):
-        return click.style(line, fg="red")
-    if stripped.startswith("[ok]"):
-        return click.style(line, fg="green")
-    if stripped.startswith("== run"):
-        return click.style(line, bold=True)
-    return line
+CHAPTER = dict(required=False, shell_complete=complete_chapter)
+DIRECTORY = dict(required=False, shell_complete=complete_dir)
 
 
 # watch ----------------------------------------------------------------------------
 
 
 @click.command("watch")
-@click.argument("chapter_id")
-@click.argument("directory", required=False)
-@click.option("--lab", "lab_id", help="Run only this lab's selection, e.g. 2.1.")
+@click.argument("chapter_id", **CHAPTER)  # type: ignore[arg-type]
+@click.argument("directory", **DIRECTORY)  # type: ignore[arg-type]
+@click.option("--lab", "lab_id", help="Run only this lab, e.g. 2.1.", shell_complete=complete_lab)
 @click.option("--once", is_flag=True, help="Wait for one save, run once, exit 0 when green and 1 when not.")
 @click.option(
     "--poll",
@@ -67,32 +60,35 @@ def _colourise(line: str) -> str:
 @pass_context
 def watch_command(
     ctx: CourseContext,
-    chapter_id: str,
+    chapter_id: str | None,
     directory: str | None,
     lab_id: str | None,
     once: bool,
     poll: bool,
     debounce: int,
 ) -> None:
-    """Re-run a chapter's focused tests (or one lab) whenever a file in DIRECTORY is saved."""
-    chapter = ctx.chapter(chapter_id)
+    """Re-run a chapter's focused tests (or one lab) whenever a file in your practice dir is saved."""
+    place = ctx.locate("watch", chapter_id, directory)
+    chapter = place.chapter
     lab = chapter.lab(lab_id) if lab_id else None
-    target = ctx.learner_dir(chapter, directory)
-    practice_is_usable(target)
-    mode = choose_mode(target, poll)
+    mode = choose_mode(place.directory, poll)
     clear = click.clear if sys.stdout.isatty() else None
+    ctx.remember(place)
+    later = [c for c in ctx.catalog.chapters if c.number > chapter.number]
     session = WatchSession(
         chapter,
         lab,
-        target,
+        place.directory,
         once=once,
-        echo=lambda line: click.echo(_colourise(line)),
+        echo=output.say,
         clear=clear,
         debounce_ms=debounce,
+        dir_words=tuple(place.dir_words()),
+        following=later[0] if later else None,
     )
     last_ok = trio.run(session.run, mode)
     if session.stopped_by is not None:
-        click.echo(f"Stopped watching ({session.stopped_by}) after {session.runs} run(s).")
+        output.say(f"Stopped watching ({session.stopped_by}) after {session.runs} run(s).")
         sys.exit(0)
     sys.exit(0 if last_ok else 1)
 
@@ -101,16 +97,17 @@ def watch_command(
 
 
 @click.command("hint")
-@click.argument("chapter_id")
-@click.argument("directory", required=False)
-@click.option("--lab", "lab_id", help="The lab, e.g. 2.1 (default: the first lab not green in your last run).")
+@click.argument("chapter_id", **CHAPTER)  # type: ignore[arg-type]
+@click.argument("directory", **DIRECTORY)  # type: ignore[arg-type]
+@click.option("--lab", "lab_id", help="The lab, e.g. 2.1 (default: the first lab not green in your last run).",
+              shell_complete=complete_lab)
 @click.option("--next", "next_", is_flag=True, help="Climb one rung: the next hint.")
 @click.option("--all", "all_", is_flag=True, help="Show every rung of the ladder.")
 @click.option("--reset", "reset_", is_flag=True, help="Forget the rungs seen (of --lab, or of every lab).")
 @pass_context
 def hint_command(
     ctx: CourseContext,
-    chapter_id: str,
+    chapter_id: str | None,
     directory: str | None,
     lab_id: str | None,
     next_: bool,
@@ -120,71 +117,85 @@ def hint_command(
     """A hint ladder per lab, one rung at a time: where to look, the signature, the idea, a sketch."""
     if next_ + all_ + reset_ > 1:
         raise UsageError("choose one of --next, --all and --reset")
-    chapter = ctx.chapter(chapter_id)
-    target = ctx.learner_dir(chapter, directory)
-    practice_is_usable(target)
+    place = ctx.locate("hint", chapter_id, directory)
+    chapter, target = place.chapter, place.directory
     action = hint_ladder.NEXT if next_ else hint_ladder.ALL if all_ else hint_ladder.RESET if reset_ else hint_ladder.SHOW
     if lab_id:
         lab = chapter.lab(lab_id)
     elif action == hint_ladder.RESET:
         forgot = hint_ladder.forget_all(target, chapter)
-        click.echo(f"Forgot the hints seen for every lab of chapter {chapter.nn}." if forgot else "No hints were remembered; nothing to forget.")
+        output.say(f"Forgot the hints seen for every lab of chapter {chapter.nn}." if forgot else "No hints were remembered; nothing to forget.")
         return
     else:
         last = read_last_test(target)
         found = first_open_lab(chapter, last)
         if found is None:
-            click.echo(
+            output.say(
                 f"Every lab of chapter {chapter.nn} is green in your last run; no hint needed. "
-                f"(For a lab's hints anyway: course hint {chapter.nn} --lab ID.)"
+                f"(For a lab's hints anyway: {place.command('hint', '--lab', 'ID')}.)"
             )
             return
         lab = found
         why = "no `course test` result yet" if last is None else "the first lab not green in your last `course test`"
-        click.echo(click.style(f"({why}: lab {lab.id})", dim=True))
+        output.say(f"({why}: lab {lab.id})", dim=True)
     view = hint_ladder.climb(target, chapter, lab, action)
-    lines = hint_ladder.render(view)
-    click.echo(click.style(lines[0], bold=True))
+    lines = hint_ladder.render(view, place.dir_words())
+    output.say(lines[0], bold=True)
     for line in lines[1:]:
-        click.echo(line)
+        output.say(line)
 
 
 # diff -----------------------------------------------------------------------------
 
 
 @click.command("diff")
-@click.argument("chapter_id")
-@click.argument("directory", required=False)
-@click.option("--show", is_flag=True, help="Show the code: a coloured unified diff (yours -> target).")
+@click.argument("chapter_id", **CHAPTER)  # type: ignore[arg-type]
+@click.argument("directory", **DIRECTORY)  # type: ignore[arg-type]
+@click.option("--show", is_flag=True, help="Show the code: a coloured unified diff.")
+@click.option("--target", "parent_target", is_flag=True,
+              help="The chapter's own diff, parent -> target (the answer): files and sizes; the code with --show.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout (counts only).")
 @pass_context
-def diff_command(ctx: CourseContext, chapter_id: str, directory: str | None, show: bool, as_json: bool) -> None:
-    """Your teaching files against the target: which differ and by how much; the code only with --show.
+def diff_command(ctx: CourseContext, chapter_id: str | None, directory: str | None, show: bool,
+                 parent_target: bool, as_json: bool) -> None:
+    """Your teaching files against the target: which differ and how; the code only with --show.
 
-    Exits 0 when every teaching file matches the target and 1 when one differs, like diff(1).
+    With --target, the chapter's parent -> target diff instead. Exits 0 when
+    every teaching file matches the target and 1 when one differs, like diff(1).
     """
-    chapter = ctx.chapter(chapter_id)
-    target = ctx.learner_dir(chapter, directory)
-    practice_is_usable(target)
+    if parent_target:
+        from course.target_diff import target_diff
+
+        require_git()
+        chapter = ctx.chapter(chapter_id) if chapter_id else ctx.locate("diff", None, directory).chapter
+        text = target_diff(chapter, stat=not show, color=show and sys.stdout.isatty())
+        click.echo(text.rstrip("\n") if text else f"{chapter.name}: parent and target are identical")
+        if not show:
+            output.say(f"Predict the code first, then look: {suggest('diff', chapter.nn, '--target', '--show')}")
+        return
+    place = ctx.locate("diff", chapter_id, directory)
+    chapter, target = place.chapter, place.directory
     files = compare(target, chapter)
     differ = [f for f in files if f.status != SAME]
     if as_json:
         document = {"command": "diff", "chapter": chapter.name, "directory": str(target),
-                    "same": not differ, "files": [f.to_json() for f in files]}
+                    "same": not differ, "same_code": all(f.status == SAME or f.same_code for f in files),
+                    "files": [f.to_json() for f in files]}
         click.echo(json.dumps(document, indent=2))
         sys.exit(1 if differ else 0)
-    click.echo(f"Your teaching files in {target} against the target of chapter {chapter.name}:")
+    output.say(f"Your teaching files in {output.display_path(target)} against the target of chapter {chapter.name}:")
     for item in files:
-        colour = "green" if item.status == SAME else "yellow" if item.status == MISSING else "red"
-        click.echo("  " + click.style(item.summary(), fg=colour))
+        colour = "green" if item.status == SAME or item.same_code else "yellow" if item.status == MISSING else "red"
+        output.say("  " + item.summary(), fg=colour)
+    if differ and all(f.same_code for f in differ):
+        output.say("Your code does what the target's does: what differs is only docstrings, comments and blank lines.")
     if show:
         for item in differ:
             click.echo("")
             for line in item.diff:
                 click.echo(click.style(line, fg=line_colour(line)))
     elif differ:
-        where = "" if directory is None else f" {directory}"
-        click.echo(f"Predict what differs, then look: course diff {chapter.nn}{where} --show")
+        output.say(f"Predict what differs, then look: {place.command('diff', '--show')}")
     sys.exit(1 if differ else 0)
 
 
@@ -192,79 +203,124 @@ def diff_command(ctx: CourseContext, chapter_id: str, directory: str | None, sho
 
 
 @click.command("status")
-@click.argument("directories", nargs=-1, metavar="[DIR]...")
+@click.argument("directories", nargs=-1, metavar="[DIR]...", shell_complete=complete_dir)
 @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
 @pass_context
 def status_command(ctx: CourseContext, directories: tuple[str, ...], as_json: bool) -> None:
-    """Your progress: per chapter, the practice dir and its last `course test`.
+    """Your progress: per chapter, your practice dir and its last `course test`, and what is next.
 
-    Practice dirs are looked for in their default place (practice/NN-slug);
-    a DIR given here, or the current directory when it is a practice dir,
-    stands for its chapter instead.
+    Practice dirs are remembered wherever `course practice` made them; a DIR
+    given here, or the practice dir you are in, stands for its chapter.
     """
-    dirs = [Path(d) for d in directories]
-    here = Path.cwd()
-    if not dirs and (here / "LEARNING.md").is_file() and (here / "pytest.ini").is_file():
-        dirs = [here]
-    report = course_status(ctx.root, ctx.catalog, dirs)
+    here = enclosing_practice_dir(Path.cwd())
+    report = course_status(ctx.practice_home, ctx.catalog, [Path(d) for d in directories], here=here)
     if as_json:
         click.echo(json.dumps(report.to_json(), indent=2))
         return
     width = max((len(p.chapter.name) for p in report.chapters), default=0)
-    click.echo("Progress (practice dirs in their default place, practice/NN-slug, unless named):")
+    output.say("Progress:")
     for progress in report.chapters:
         verdict = progress.verdict()
         colour = "green" if verdict.startswith("green") else "red" if "red" in verdict else None
         when = f"  last test {progress.last.when}" if progress.last and progress.state != "not tested yet" else ""
-        where = ""
-        if progress.exists and progress.directory != default_practice_dir(ctx.root, progress.chapter):
-            where = f"  in {progress.directory}"
+        where = f"  in {output.display_path(progress.directory)}" if progress.exists else ""
         click.echo(f"  {progress.chapter.name:<{width}}  {click.style(verdict, fg=colour)}{when}{where}")
-    click.echo(report.summary() + ".")
-    click.echo(f"Next: {report.next_step()}")
+        for other in progress.others:
+            output.say(f"  {'':<{width}}  (also {output.display_path(other)})")
+    output.say(report.summary() + ".")
+    output.say(f"Next: {report.next_step()}")
 
 
 # reset ----------------------------------------------------------------------------
 
 
 @click.command("reset")
-@click.argument("chapter_id")
-@click.argument("directory")
-@click.option("--file", "files", multiple=True, metavar="F", help="Only this file (relative to DIRECTORY); repeatable.")
+@click.argument("chapter_id", **CHAPTER)  # type: ignore[arg-type]
+@click.argument("directory", **DIRECTORY)  # type: ignore[arg-type]
+@click.option("--file", "files", multiple=True, metavar="F", help="Only this file (relative to DIR); repeatable.")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @pass_context
-def reset_command(ctx: CourseContext, chapter_id: str, directory: str, files: tuple[str, ...], yes: bool) -> None:
-    """Restore files of DIRECTORY from the chapter's starting point; your versions are committed first."""
-    chapter = ctx.chapter(chapter_id)
-    target = Path(directory)
-    practice_is_usable(target)
+def reset_command(ctx: CourseContext, chapter_id: str | None, directory: str | None, files: tuple[str, ...], yes: bool) -> None:
+    """Restore files of your practice dir from the chapter's starting point; your versions are committed first."""
+    require_git()
+    place = ctx.locate("reset", chapter_id, directory)
+    chapter, target = place.chapter, place.directory
     plan = plan_reset(chapter, target, files)
     open_practice_repo(target).close()
     start = "target" if chapter.mode == "observe" else "parent"
     if not plan.changes:
-        click.echo(f"Nothing to reset: the files already match chapter {chapter.nn}'s starting point ({start}).")
+        output.say(f"Nothing to reset: the files already match chapter {chapter.nn}'s starting point ({start}).")
         return
-    click.echo(f"Reset in {target}, back to chapter {chapter.name}'s starting point ({start}):")
+    output.say(f"Reset in {output.display_path(target)}, back to chapter {chapter.name}'s starting point ({start}):")
     for change in plan.changes:
-        click.echo(f"  {change.describe()}")
-    click.echo("Your current versions are saved first, as a commit on the branch course-saves of that repository.")
+        output.say(f"  {change.describe()}")
+    output.say("Your current versions are saved first, as a commit on the branch course-saves of that repository.")
     if not yes:
-        try:
-            agreed = click.confirm("Reset these files?", default=False)
-        except click.exceptions.Abort:
-            raise UsageError("no answer to the confirmation; nothing was changed. Pass --yes to reset without asking.") from None
-        if not agreed:
-            click.echo("Nothing was changed.")
+        if not _confirmed():
+            output.say("Nothing was changed.")
             sys.exit(1)
     sha = reset(chapter, plan)
     short = sha[:10]
     restored = sum(1 for change in plan.changes if change.action != "remove")
     removed = len(plan.changes) - restored
-    click.echo(f"Saved your versions as commit {short} (branch course-saves).")
-    click.echo(f"Restored {restored} file(s), removed {removed}.")
+    output.say(f"Saved your versions as commit {short} (branch course-saves).")
+    output.say(f"Restored {restored} file(s), removed {removed}.")
     example = plan.changes[0].path
-    click.echo(f"Bring a file back: git -C {target} checkout {short} -- {example}")
-    click.echo(f"Then: course test {chapter.nn} {target}")
+    output.say(f"Bring a file back: {shlex.join(['git', '-C', output.display_path(target), 'checkout', short, '--', str(example)])}")
+    output.say(f"Then: {place.command('test')}")
+
+
+def _confirmed() -> bool:
+    """Ask on a terminal (Ctrl-C there exits 130, nothing changed); read one line from a pipe."""
+    if sys.stdin.isatty():
+        return click.confirm("Reset these files?", default=False)
+    click.echo("Reset these files? [y/N]: ", nl=False)
+    answer = sys.stdin.readline()
+    if not answer:
+        raise UsageError("no answer to the confirmation; nothing was changed. Pass --yes to reset without asking.")
+    click.echo(answer.rstrip("\n"))
+    return answer.strip().lower() in ("y", "yes")
+
+
+# redlight -------------------------------------------------------------------------
+
+
+@click.command("redlight")
+@click.argument("chapter_id", **CHAPTER)  # type: ignore[arg-type]
+@click.argument("directory", **DIRECTORY)  # type: ignore[arg-type]
+@click.option("--id", "exercise_id", help="The exercise, e.g. 2.R1 (default: the first not done).")
+@click.option("--revert", is_flag=True, help="Take the exercise's patch off your code again.")
+@pass_context
+def redlight_command(ctx: CourseContext, chapter_id: str | None, directory: str | None,
+                     exercise_id: str | None, revert: bool) -> None:
+    """Break your code as a red-light exercise says (its patch), or --revert to restore it.
+
+    Refuses, changing nothing, when the patch does not fit your version of the
+    code: then break it by hand, as the lesson says.
+    """
+    require_git()
+    place = ctx.locate("redlight", chapter_id, directory)
+    chapter = place.chapter
+    state = redlights.read(place.directory, chapter)
+    if exercise_id:
+        exercise = redlights.find(chapter, exercise_id)
+    elif revert and state.applied:
+        exercise = redlights.find(chapter, state.applied[-1])
+    else:
+        pending = state.pending(chapter)
+        if pending is None:
+            output.say(f"Every red-light exercise of chapter {chapter.nn} is done.")
+            return
+        exercise = pending
+    changed = redlights.apply(place.directory, chapter, exercise, revert=revert)
+    files = ", ".join(changed)
+    if revert:
+        output.say(f"Took red light {exercise.id}'s patch off {files}.")
+        output.say(f"Next: `{place.command('test')}`: green again completes {exercise.id}")
+    else:
+        output.say(f"Applied red light {exercise.id} ({exercise.title}) to {files}.")
+        output.say(f"Predict which test fails and how, then run `{place.command('test')}`")
+        output.say(f"Restore afterwards: `{place.command('redlight', '--id', exercise.id, '--revert')}`")
 
 
 def register(group: click.Group) -> None:
@@ -272,5 +328,5 @@ def register(group: click.Group) -> None:
     setting = colour_setting()
     if setting is not None:
         group.context_settings["color"] = setting
-    for command in (watch_command, hint_command, diff_command, status_command, reset_command):
+    for command in (watch_command, hint_command, diff_command, status_command, reset_command, redlight_command):
         group.add_command(command)

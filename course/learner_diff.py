@@ -7,6 +7,7 @@ predict where the difference is before asking for the code with `--show`.
 
 from __future__ import annotations
 
+import ast
 import difflib
 from pathlib import Path
 
@@ -33,16 +34,17 @@ class FileDiff:
     only_target: int
     target_lines: int
     diff: tuple[str, ...]
+    same_code: bool = False  # differs only in docstrings, comments, blank lines or layout
 
     def summary(self) -> str:
         if self.status == SAME:
             return f"{self.path}: same as the target"
         if self.status == MISSING:
             return f"{self.path}: not written yet (the target's has {self.target_lines} lines)"
-        return (
-            f"{self.path}: differs - {self.only_yours} line(s) only in yours, "
-            f"{self.only_target} only in the target"
-        )
+        counts = f"{self.only_yours} line(s) only in yours, {self.only_target} only in the target"
+        if self.same_code:
+            return f"{self.path}: the same code as the target; {counts}, all docstrings, comments or blank lines"
+        return f"{self.path}: differs in code - {counts}"
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -50,7 +52,28 @@ class FileDiff:
             "status": self.status,
             "only_yours": self.only_yours,
             "only_target": self.only_target,
+            "same_code": self.same_code,
         }
+
+
+def _without_docstrings(tree: ast.AST) -> ast.AST:
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if not isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) or not body:
+            continue
+        first = body[0]
+        if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+            node.body = body[1:] or [ast.Pass()]  # type: ignore[attr-defined]
+    return tree
+
+
+def same_code(mine: str, target: str) -> bool:
+    """Whether two sources are one program: equal once docstrings, comments and layout are set aside."""
+    try:
+        ours, theirs = ast.parse(mine), ast.parse(target)
+    except (SyntaxError, ValueError):
+        return False
+    return ast.dump(_without_docstrings(ours)) == ast.dump(_without_docstrings(theirs))
 
 
 def compare_file(directory: Path, chapter: Chapter, name: str, context: int = 3) -> FileDiff:
@@ -84,6 +107,8 @@ def compare_file(directory: Path, chapter: Chapter, name: str, context: int = 3)
         only_target=only_target,
         target_lines=len(target_lines),
         diff=diff if status != SAME else (),
+        same_code=status == CHANGED and name.endswith(".py")
+        and same_code("\n".join(mine), "\n".join(target_lines)),
     )
 
 

@@ -6,13 +6,23 @@ command either builds a report for `emit_json` or lines for `echo`.
 
 from __future__ import annotations
 
+import contextlib
 import json
-from typing import Iterable
+import re
+import shutil
+import sys
+import textwrap
+from pathlib import Path
+from typing import Iterable, Iterator, Sequence
 
 import click
 
-from course.catalog import Chapter
+from course.catalog import Chapter, Lab
 from course.checks import Check
+from course.failures import digest as failure_digest
+from course.failures import first_failure, tests_by_lab
+from course.progress import LastTest
+from course.redlights import Update
 
 OK_MARK = "[ok]  "
 FAIL_MARK = "[FAIL]"
@@ -47,51 +57,177 @@ def report(command: str, checks: list[Check], duration: float, **extra: object) 
     }
 
 
-def checklist(checks: Iterable[Check], show_chapter: bool = False, details: bool = True) -> None:
+# Lines for people ---------------------------------------------------------------------
+
+# A wrapped line continues under the text after its marker, not under the marker.
+_HANGING = re.compile(r"^(\s*)(\[ok\]\s+|\[FAIL\]\s+|expected:\s+|actual:\s+|Next:\s+|E\s+|>\s+|\|\s|- |\d+\. |[\w .'-]{1,28}:\s+)?")
+
+
+def wrap(line: str, width: int) -> list[str]:
+    """`line` cut to `width` columns, continuation lines indented under its text (a hanging indent)."""
+    if len(line) <= width or width < 30:
+        return [line]
+    match = _HANGING.match(line)
+    lead = len(match.group(1)) if match else 0
+    marker = len(match.group(2) or "") if match else 0
+    indent = " " * min(lead + (marker or 2), width // 2)
+    pieces = textwrap.wrap(line, width=width, initial_indent="", subsequent_indent=indent,
+                           break_long_words=True, break_on_hyphens=False, drop_whitespace=True)
+    if pieces and line[:lead] and not pieces[0].startswith(line[:lead]):
+        pieces[0] = line[:lead] + pieces[0]
+    return pieces or [line]
+
+
+def terminal_width(err: bool = False) -> int | None:
+    """The width to wrap to: the terminal's, or None when the output is not a terminal (never wrap)."""
+    stream = sys.stderr if err else sys.stdout
+    try:
+        if not stream.isatty():
+            return None
+    except (AttributeError, ValueError):
+        return None
+    return shutil.get_terminal_size((100, 24)).columns
+
+
+def colour_of(line: str) -> dict[str, object]:
+    """The style of a result line, from what it says; click drops it when piped or under NO_COLOR."""
+    stripped = line.lstrip()
+    if stripped.startswith("Green"):
+        return {"fg": "green", "bold": True}
+    if stripped.startswith("Not yet") or stripped.startswith("[FAIL]"):
+        return {"fg": "red", "bold": stripped.startswith("Not yet")}
+    if stripped.startswith("[ok]"):
+        return {"fg": "green"}
+    if stripped.startswith(("== run", "That is red light", "Red light")):
+        return {"bold": True}
+    return {}
+
+
+def say(line: str = "", err: bool = False, **style: object) -> None:
+    """Echo one line, wrapped to the terminal with a hanging indent, styled by what it says."""
+    width = terminal_width(err)
+    chosen = style or colour_of(line)
+    for piece in wrap(line, width) if width else [line]:
+        click.echo(click.style(piece, **chosen) if chosen else piece, err=err)  # type: ignore[arg-type]
+
+
+def checklist_lines(checks: Iterable[Check], show_chapter: bool = False, details: bool = True) -> list[str]:
     """One line per check; a failed one adds expected, actual and (unless told not to) its output."""
+    lines = []
     for check in checks:
         mark = OK_MARK if check.ok else FAIL_MARK
         label = f"{check.chapter}: {check.name}" if show_chapter else check.name
         if check.ok:
-            click.echo(f"  {click.style(mark, fg='green')} {label} - {check.actual}")
+            lines.append(f"  {mark} {label} - {check.actual}")
             continue
-        click.echo(f"  {click.style(mark, fg='red', bold=True)} {label}")
-        click.echo(f"         expected: {check.expected}")
-        click.echo(f"         actual:   {check.actual}")
+        lines += [f"  {mark} {label}", f"         expected: {check.expected}", f"         actual:   {check.actual}"]
         if details and check.detail:
-            for line in check.detail.splitlines():
-                click.echo(f"         | {line}")
+            lines += [f"         | {line}" for line in check.detail.splitlines()]
+    return lines
+
+
+def checklist(checks: Iterable[Check], show_chapter: bool = False, details: bool = True) -> None:
+    for line in checklist_lines(checks, show_chapter, details):
+        say(line)
+
+
+def summary_text(checks: Sequence[Check], duration: float, success: str, failure: str) -> str:
+    passed = sum(check.ok for check in checks)
+    verdict = success if passed == len(checks) else failure
+    return f"{verdict}: {passed}/{len(checks)} checks passed in {duration:.1f} s"
 
 
 def summary_line(checks: list[Check], duration: float, success: str, failure: str) -> None:
-    passed = sum(check.ok for check in checks)
-    verdict = success if passed == len(checks) else failure
-    colour = "green" if passed == len(checks) else "red"
-    click.echo(click.style(f"{verdict}: {passed}/{len(checks)} checks passed in {duration:.1f} s", fg=colour))
+    say(summary_text(checks, duration, success, failure))
+
+
+def result_lines(
+    chapter: Chapter,
+    lab: Lab | None,
+    checks: Sequence[Check],
+    duration: float,
+    update: Update,
+    next_step: str,
+    verbose: bool = False,
+    by_lab: bool = False,
+    verbose_hint: str = "",
+) -> list[str]:
+    """The verdict of one `course test` or one `course watch` run, the same lines for both."""
+    lines: list[str] = []
+    run = next((check.run for check in checks if check.run is not None), None)
+    if verbose and run is not None:
+        lines += ["pytest's output:", *[f"  {line}" for line in run.output.rstrip().splitlines()], ""]
+    lines += checklist_lines(checks, details=False)
+    if by_lab and run is not None:
+        lines.append("")
+        for title, rows in tests_by_lab(run, chapter):
+            lines.append(f"  {title}:")
+            lines += [f"    {'[ok]  ' if outcome == 'passed' else '[' + outcome + ']'} {name}" for name, outcome in rows]
+    if update.seen is not None:
+        redlight = update.seen
+        lines += ["", f"That is red light {redlight.id}, as the lesson predicted: now restore your code.",
+                  f"  {redlight.test} failed showing {redlight.fragment!r}", f"  {redlight.learn}"]
+    else:
+        failing = next((check.run for check in checks if not check.ok and check.run is not None), None)
+        if failing is not None:
+            lines.append("")
+            lines += [f"  {line}" for line in failure_digest(failing, chapter)]
+            if verbose_hint and not verbose and first_failure(failing) is not None:
+                lines.append(f"  the whole pytest report: {verbose_hint}")
+    for redlight in update.done:
+        lines.append(f"Red light {redlight.id} done: it failed as predicted, and your code is green again.")
+    lines.append(summary_text(checks, duration, "Green", "Not yet"))
+    lines.append(f"Next: {next_step}")
+    return lines
 
 
 def chapter_header(chapter: Chapter) -> None:
-    click.echo(click.style(f"Chapter {chapter.nn}: {chapter.title}", bold=True))
-    click.echo(f"  {chapter.summary}")
+    say(f"Chapter {chapter.nn}: {chapter.title}", bold=True)
+    say(f"  {chapter.summary}")
 
 
 def locations(chapter: Chapter) -> None:
-    """Where the chapter lives, without showing the answer."""
-    base = f"checkpoints/{chapter.name}"
-    click.echo(f"  parent:         {base}/parent")
-    click.echo(f"  target:         {base}/target")
-    click.echo(f"  lesson:         {base}/README.md  (course show {chapter.nn})")
-    click.echo("  teaching files: " + ", ".join(chapter.teaching_files))
-    click.echo("  focused tests:  " + ", ".join(chapter.focused_tests))
-    click.echo("  target diff:    predict first, then look:")
-    click.echo(f"                  python -m tools.target_diff {chapter.nn}   (--stat for the file list)")
-    click.echo(f"                  or: git diff --no-index {base}/parent {base}/target")
+    """Where the chapter lives, without showing the answer; every command works from any dir."""
+    say(f"  parent:         {chapter.parent}")
+    say(f"  target:         {chapter.target}")
+    say(f"  lesson:         course show {chapter.nn}")
+    say("  teaching files: " + ", ".join(chapter.teaching_files))
+    say("  focused tests:  " + ", ".join(chapter.focused_tests))
+    say("  target diff:    predict first, then look:")
+    say(f"                  course diff {chapter.nn} --target          (which files change, and how much)")
+    say(f"                  course diff {chapter.nn} --target --show   (the code)")
 
 
-def digest(lines: list[str]) -> None:
-    """The learner-sized account of the first failure."""
-    if not lines:
+@contextlib.contextmanager
+def progress(message: str, enabled: bool = True, limit: float | None = None) -> Iterator[None]:
+    """A live line on stderr while something slow runs: only on a terminal, never with --json.
+
+    It shows the seconds so far (and the time limit), so a run that hangs is
+    seen to be running rather than silent; it is erased when the work ends.
+    """
+    try:
+        live = enabled and sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        live = False
+    if not live:
+        yield
         return
-    click.echo("")
-    for line in lines:
-        click.echo(f"  {line}")
+    from rich.console import Console  # imported here: only a terminal pays for it
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    columns = [SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn()]
+    if limit is not None:
+        columns.append(TextColumn(f"(limit {limit:g} s)"))
+    console = Console(stderr=True)
+    with Progress(*columns, console=console, transient=True, refresh_per_second=8) as bar:
+        bar.add_task(message, total=None)
+        yield
+
+
+def display_path(path: Path) -> str:
+    """A path for the learner: relative to the current dir when it is below it."""
+    try:
+        relative = path.absolute().relative_to(Path.cwd())
+    except (ValueError, OSError):
+        return str(path)
+    return str(relative)

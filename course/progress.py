@@ -1,7 +1,8 @@
 """A learner's progress, kept in their practice dir (never in checkpoints/).
 
 `course test` records its last verdict in `.course/last-test.json` inside the
-practice dir; `course list` and `course status` read it back.
+practice dir, each check with its kind and lab id as fields of their own;
+`course list` and `course status` read it back (course.status.read_last_test).
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ import stat
 import tempfile
 import time
 from pathlib import Path
+from typing import Any, Sequence
+
+from attrs import field, frozen
 
 from course.catalog import Chapter, Lab
 from course.checks import Check
@@ -94,24 +98,89 @@ def remove_state(directory: Path, name: str) -> bool:
     return True
 
 
-def save_result(directory: Path, chapter: Chapter, lab: Lab | None, checks: list[Check]) -> None:
+@frozen
+class CheckVerdict:
+    """One check of a recorded run: its kind and lab id as fields, its words for people."""
+
+    kind: str
+    lab: str | None
+    name: str
+    ok: bool
+    actual: str = ""
+
+
+@frozen
+class LastTest:
+    """The last recorded `course test` (or `course watch`) verdict of a practice dir."""
+
+    chapter: str
+    lab: str | None
+    ok: bool
+    when: str
+    checks: tuple[CheckVerdict, ...] = field(default=())
+
+    @classmethod
+    def from_checks(cls, chapter: Chapter, lab: Lab | None, checks: Sequence[Check], when: str = "") -> LastTest:
+        return cls(
+            chapter=chapter.name,
+            lab=lab.id if lab is not None else None,
+            ok=all(check.ok for check in checks),
+            when=when or time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            checks=tuple(CheckVerdict(c.kind, c.lab, c.name, c.ok, c.actual) for c in checks),
+        )
+
+    def lab_ok(self, lab: Lab) -> bool | None:
+        """True/False when this run checked `lab`, None when it did not."""
+        for check in self.checks:
+            if check.kind == "lab" and check.lab == lab.id:
+                return check.ok
+        return None
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "chapter": self.chapter,
+            "lab": self.lab,
+            "ok": self.ok,
+            "when": self.when,
+            "checks": [
+                {"kind": c.kind, "lab": c.lab, "name": c.name, "ok": c.ok, "actual": c.actual} for c in self.checks
+            ],
+        }
+
+
+def save_result(directory: Path, chapter: Chapter, lab: Lab | None, checks: Sequence[Check]) -> LastTest:
     """Remember the verdict of a `course test` run; never fatal if the dir is read-only."""
-    state = {
-        "chapter": chapter.name,
-        "lab": lab.id if lab is not None else None,
-        "ok": all(check.ok for check in checks),
-        "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "checks": [{"name": c.name, "ok": c.ok, "actual": c.actual} for c in checks],
-    }
-    write_state(directory, LAST_TEST, json.dumps(state, indent=2))
+    last = LastTest.from_checks(chapter, lab, checks)
+    write_state(directory, LAST_TEST, json.dumps(last.to_json(), indent=2))
+    return last
 
 
-def last_result(directory: Path) -> dict[str, object] | None:
-    """The last recorded verdict, or None when there is none (or it is unreadable)."""
+def read_last_test(directory: Path) -> LastTest | None:
+    """The last verdict, or None when there is none or it cannot be trusted.
+
+    The file is the learner's to delete or damage: anything unexpected in it
+    reads as "no result", never as a traceback.
+    """
     text = read_state(directory, LAST_TEST)
-    if text is None:
+    try:
+        data: Any = json.loads(text) if text is not None else None
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
         return None
     try:
-        return json.loads(text)
-    except ValueError:
+        checks = []
+        for c in data.get("checks", []):
+            lab = c.get("lab")
+            checks.append(CheckVerdict(kind=str(c.get("kind", "")), lab=str(lab) if lab is not None else None,
+                                       name=str(c["name"]), ok=bool(c["ok"]), actual=str(c.get("actual", ""))))
+        lab = data.get("lab")
+        return LastTest(
+            chapter=str(data["chapter"]),
+            lab=str(lab) if lab is not None else None,
+            ok=bool(data["ok"]),
+            when=str(data.get("when", "")),
+            checks=tuple(checks),
+        )
+    except (KeyError, TypeError, AttributeError):
         return None

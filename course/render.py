@@ -40,8 +40,13 @@ def lesson_console(stream: TextIO | None = None) -> "Console":
     return console
 
 
-def show_lesson(text: str, pager: bool = False, stream: TextIO | None = None) -> None:
-    """Render `text` for a terminal, or write it unchanged when the output is not one."""
+def show_lesson(text: str, pager: bool | None = None, stream: TextIO | None = None) -> None:
+    """Render `text` for a terminal, or write it unchanged when the output is not one.
+
+    On a terminal a lesson longer than the screen goes through a pager, as git
+    does: $PAGER (default `less`), with LESS=FRX unless set, so a short text
+    just prints and colours survive. `pager=False` never pages.
+    """
     console = lesson_console(stream)
     if not console.is_terminal:
         out = stream or sys.stdout
@@ -51,7 +56,10 @@ def show_lesson(text: str, pager: bool = False, stream: TextIO | None = None) ->
     from rich.markdown import Markdown
 
     markdown = Markdown(text, code_theme=CODE_THEME, hyperlinks=False)
+    if pager is None:
+        pager = len(console.render_lines(markdown, pad=False)) > console.size.height
     if pager:
+        os.environ.setdefault("LESS", "FRX")
         with console.pager(styles=True):
             console.print(markdown)
     else:

@@ -3,21 +3,27 @@
 The truth about progress lives in each practice dir (`.course/last-test.json`,
 written by `course test` and `course watch`), never in checkpoints/, so the
 course repository stays read-only and a learner can delete a practice dir to
-start over. This module only reads; `course list`, `course status` and
-`course hint` share its idea of "the first lab that is not green yet".
+start over. Which dirs exist is kept in one small index (course.index).
+`course list` and `course status` read both through `course_status`, and
+`course hint` shares its idea of "the first lab that is not green yet".
 """
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
-from attrs import field, frozen
+from attrs import frozen
 
 from course.catalog import Catalog, Chapter, Lab
 from course.errors import UsageError
-from course.progress import last_result
+from course.index import practice_dirs
+from course.locate import chapter_of, is_practice_dir, shown, suggest
+from course.progress import CheckVerdict, LastTest, read_last_test
+from course.redlights import RedLightState
+from course.redlights import read as redlight_state
+
+__all__ = ["CheckVerdict", "LastTest", "read_last_test", "first_open_lab", "course_status"]
 
 PRACTICE = "practice"
 
@@ -26,60 +32,6 @@ NOT_TESTED = "not tested yet"
 GREEN = "green"
 RED = "red"
 LAB_RUN = "lab run"
-
-
-@frozen
-class CheckVerdict:
-    """One line of a recorded `course test` run."""
-
-    name: str
-    ok: bool
-    actual: str = ""
-
-
-@frozen
-class LastTest:
-    """The last recorded `course test` (or `course watch`) verdict of a practice dir."""
-
-    chapter: str
-    lab: str | None
-    ok: bool
-    when: str
-    checks: tuple[CheckVerdict, ...] = field(default=())
-
-    def lab_ok(self, lab: Lab) -> bool | None:
-        """True/False when this run checked `lab`, None when it did not."""
-        prefix = f"lab {lab.id} "
-        for check in self.checks:
-            if check.name.startswith(prefix) or check.name == f"lab {lab.id}":
-                return check.ok
-        return None
-
-
-def read_last_test(directory: Path) -> LastTest | None:
-    """The last verdict, or None when there is none or it cannot be trusted.
-
-    The file is the learner's to delete or damage: anything unexpected in it
-    reads as "no result", never as a traceback.
-    """
-    data: Any = last_result(directory)
-    if not isinstance(data, dict):
-        return None
-    try:
-        checks = tuple(
-            CheckVerdict(name=str(c["name"]), ok=bool(c["ok"]), actual=str(c.get("actual", "")))
-            for c in data.get("checks", [])
-        )
-        lab = data.get("lab")
-        return LastTest(
-            chapter=str(data["chapter"]),
-            lab=str(lab) if lab is not None else None,
-            ok=bool(data["ok"]),
-            when=str(data.get("when", "")),
-            checks=checks,
-        )
-    except (KeyError, TypeError, AttributeError):
-        return None
 
 
 def first_open_lab(chapter: Chapter, last: LastTest | None) -> Lab | None:
@@ -110,12 +62,16 @@ def first_open_lab(chapter: Chapter, last: LastTest | None) -> Lab | None:
 
 @frozen
 class ChapterProgress:
-    """One chapter as seen from its default practice dir."""
+    """One chapter as seen from its practice dir (the one used last), if there is one."""
 
     chapter: Chapter
     directory: Path
     exists: bool
     last: LastTest | None
+    redlights: RedLightState | None = None
+    dir_words: tuple[str, ...] = ()  # what a suggested command must carry to reach `directory`
+    following: Chapter | None = None
+    others: tuple[Path, ...] = ()  # further practice dirs of this chapter
 
     @property
     def state(self) -> str:
@@ -141,52 +97,36 @@ class ChapterProgress:
             return f"lab {self.last.lab} {'green' if self.last.ok else 'red'}"
         labs = self.lab_states()
         green = sum(1 for ok in labs.values() if ok)
-        return f"{state} ({green}/{len(labs)} labs green)" if labs else state
+        text = f"{state} ({green}/{len(labs)} labs green)" if labs else state
+        if state == GREEN and self.chapter.redlights and self.redlights is not None:
+            done = sum(1 for r in self.chapter.redlights if self.redlights.states.get(r.id) == "done")
+            text += f", red lights {done}/{len(self.chapter.redlights)}"
+        return text
 
     def next_step(self) -> str:
-        nn = self.chapter.nn
+        from course.nextstep import next_step  # the one rule, shared with test and watch
+
         if self.state == NOT_STARTED:
-            return f"course practice {nn}"
-        if self.state == NOT_TESTED:
-            return f"course test {nn}"
-        if self.state == GREEN:
-            if self.chapter.redlights:
-                redlight = self.chapter.redlights[0]
-                return f"the red-light exercise {redlight.id} {redlight.title} (course show {nn})"
-            return "on to the next chapter"
-        lab = first_open_lab(self.chapter, self.last)
-        if lab is None:
-            return f"course test {nn}"
-        return f"course test {nn} --lab {lab.id} (stuck? course hint {nn} --lab {lab.id})"
+            return f"`{suggest('practice', self.chapter.nn)}`"
+        return next_step(self.chapter, self.last, self.redlights, self.dir_words, self.following)
 
     def to_json(self) -> dict[str, object]:
         return {
             "chapter": self.chapter.name,
             "directory": str(self.directory),
+            "other_directories": [str(d) for d in self.others],
             "exists": self.exists,
             "state": self.state,
             "verdict": self.verdict(),
-            "last_test": None
-            if self.last is None
-            else {"lab": self.last.lab, "ok": self.last.ok, "when": self.last.when},
+            "last_test": None if self.last is None else self.last.to_json(),
             "labs": self.lab_states(),
+            "redlights": {} if self.redlights is None else dict(self.redlights.states),
             "next": self.next_step(),
         }
 
 
 def default_practice_dir(root: Path, chapter: Chapter) -> Path:
     return root / PRACTICE / chapter.name
-
-
-def chapter_progress(root: Path, chapter: Chapter) -> ChapterProgress:
-    directory = default_practice_dir(root, chapter)
-    exists = directory.is_dir()
-    return ChapterProgress(
-        chapter=chapter,
-        directory=directory,
-        exists=exists,
-        last=read_last_test(directory) if exists else None,
-    )
 
 
 @frozen
@@ -206,6 +146,9 @@ class StatusReport:
                 return progress.next_step()
         later = [p for p in self.chapters if p.state == NOT_STARTED]
         if started:
+            for progress in started:
+                if progress.redlights is not None and progress.redlights.pending(progress.chapter) is not None:
+                    return progress.next_step()
             after = [p for p in later if p.chapter.number > started[-1].chapter.number]
             if after:
                 return after[0].next_step()
@@ -231,36 +174,52 @@ class StatusReport:
 
 def practice_chapter(directory: Path, catalog: Catalog) -> Chapter | None:
     """The chapter a practice dir was made for, from the title line of its LEARNING.md."""
-    try:
-        with (directory / "LEARNING.md").open(encoding="utf-8") as stream:
-            first = stream.readline()
-    except OSError:
-        return None
-    match = re.match(r"# Chapter (\d+):", first)
-    if match is None:
-        return None
-    try:
-        return catalog.resolve(match.group(1))
-    except UsageError:
-        return None
+    return chapter_of(directory, catalog)
 
 
-def course_status(root: Path, catalog: Catalog, directories: Sequence[Path] = ()) -> StatusReport:
-    """Every chapter from its default practice dir, or from one of `directories` made for it."""
-    chosen: dict[str, Path] = {}
-    for directory in directories:
+def course_status(
+    home: Path, catalog: Catalog, directories: Sequence[Path] = (), here: Path | None = None
+) -> StatusReport:
+    """Every chapter from the practice dir used last: named here, remembered in the index, or in `home`.
+
+    `home` is where practice dirs go by default (practice/ of the course); `here`
+    is the practice dir holding the current directory, if any. `course list` and
+    `course status` both call this, so they always agree.
+    """
+    chosen: dict[str, list[Path]] = {name: list(dirs) for name, dirs in practice_dirs(catalog).items()}
+    for chapter in catalog.chapters:
+        default = home / chapter.name
+        if is_practice_dir(default) and not any(_same(default, d) for d in chosen.get(chapter.name, [])):
+            chosen.setdefault(chapter.name, []).append(default)
+    for directory in reversed([*( [here] if here is not None else []), *directories]):
         chapter = practice_chapter(directory, catalog)
         if chapter is None:
             raise UsageError(
                 f"{directory} is not a practice dir of this course (no LEARNING.md naming a chapter); "
                 "make one with `course practice`."
             )
-        chosen[chapter.name] = directory
+        rest = [d for d in chosen.get(chapter.name, []) if not _same(d, directory)]
+        chosen[chapter.name] = [directory, *rest]
     chapters = []
-    for chapter in catalog.chapters:
-        if chapter.name in chosen:
-            directory = chosen[chapter.name]
-            chapters.append(ChapterProgress(chapter, directory, True, read_last_test(directory)))
-        else:
-            chapters.append(chapter_progress(root, chapter))
+    for index, chapter in enumerate(catalog.chapters):
+        following = catalog.chapters[index + 1] if index + 1 < len(catalog.chapters) else None
+        dirs = chosen.get(chapter.name, [])
+        if not dirs:
+            chapters.append(ChapterProgress(chapter, home / chapter.name, False, None, following=following))
+            continue
+        directory = dirs[0]
+        words: tuple[str, ...] = ()
+        if not ((here is not None and _same(directory, here)) or (here is None and _same(directory, home / chapter.name))):
+            words = (shown(directory),)
+        chapters.append(ChapterProgress(
+            chapter, directory, True, read_last_test(directory), redlight_state(directory, chapter),
+            words, following, tuple(dirs[1:]),
+        ))
     return StatusReport(chapters=tuple(chapters))
+
+
+def _same(one: Path, other: Path) -> bool:
+    try:
+        return one.resolve() == other.resolve()
+    except (OSError, RuntimeError):
+        return False

@@ -39,8 +39,11 @@ from course.catalog import Chapter, Lab
 from course.checks import Check, check_practice
 from course.runner import RunPool
 from course.errors import CourseError, UsageError
-from course.failures import digest
+from course.nextstep import next_step
+from course.output import result_lines
 from course.progress import save_result
+from course.redlights import Update
+from course.redlights import record as record_redlights
 
 DEFAULT_DEBOUNCE_MS = 200
 POLL_INTERVAL_MS = 300
@@ -285,46 +288,13 @@ def result_screen(
     checks: list[Check],
     duration: float,
     changed: tuple[str, ...] | None,
+    update: Update,
+    next_step: str,
 ) -> list[str]:
-    """One short screen per run: verdict, the first failure first, then each check."""
+    """One short screen per run: a heading, then exactly what `course test` prints."""
     clock = time.strftime("%H:%M:%S")
     cause = "start" if changed is None else "saved " + ", ".join(changed[:3]) + (" ..." if len(changed) > 3 else "")
-    passed = sum(check.ok for check in checks)
-    green = passed == len(checks)
-    verdict = "Green" if green else "Not yet"
-    lines = [
-        f"== run {number} at {clock} ({cause}) ==",
-        f"{verdict}: {passed}/{len(checks)} checks passed in {duration:.1f} s",
-    ]
-    failing = next((check for check in checks if not check.ok and check.run is not None), None)
-    if failing is not None:
-        lines += [f"  {line}" for line in digest(failing.run, chapter)]  # type: ignore[arg-type]
-    for check in checks:
-        mark = "[ok]  " if check.ok else "[FAIL]"
-        lines.append(f"  {mark} {check.name} - {check.actual}")
-    lines.append(f"Next: {watch_next_step(chapter, lab, checks)}")
-    return lines
-
-
-def watch_next_step(chapter: Chapter, lab: Lab | None, checks: list[Check]) -> str:
-    nn = chapter.nn
-    for check in checks:
-        if check.kind == "lab" and not check.ok:
-            lab_id = check.name.split()[1]
-            return f"make lab {lab_id} green (stuck? course hint {nn} --lab {lab_id})"
-    if not all(check.ok for check in checks):
-        return "read the first failure above and fix it"
-    if lab is not None:
-        ids = [one.id for one in chapter.labs]
-        position = ids.index(lab.id)
-        if position + 1 < len(ids):
-            following = chapter.labs[position + 1]
-            return f"lab {following.id} {following.title}: course watch {nn} --lab {following.id}"
-        return f"every lab at once: course watch {nn}"
-    if chapter.redlights:
-        redlight = chapter.redlights[0]
-        return f"the red-light exercise {redlight.id}: {redlight.title} (course show {nn})"
-    return "on to the next chapter"
+    return [f"== run {number} at {clock} ({cause}) ==", *result_lines(chapter, lab, checks, duration, update, next_step)]
 
 
 # A learner's watch ---------------------------------------------------------------
@@ -351,8 +321,12 @@ class WatchSession:
         debounce_ms: int = DEFAULT_DEBOUNCE_MS,
         poll_ms: int = POLL_INTERVAL_MS,
         source: Source | None = None,
+        dir_words: tuple[str, ...] = (),
+        following: Chapter | None = None,
     ) -> None:
         self.source = source
+        self.dir_words = dir_words
+        self.following = following
         self.chapter = chapter
         self.lab = lab
         self.directory = directory
@@ -383,12 +357,15 @@ class WatchSession:
             self.echo(f"Could not run the tests in {self.directory}: {error}")
             return
         duration = time.monotonic() - started
-        save_result(self.directory, self.chapter, self.lab, checks)
+        last = save_result(self.directory, self.chapter, self.lab, checks)
+        run = next((check.run for check in checks if check.run is not None), None)
+        update = record_redlights(self.directory, self.chapter, run, last.ok, self.lab is None)
+        step = next_step(self.chapter, last, update.state, self.dir_words, self.following, runner="watch")
         self.runs += 1
-        self.last_ok = all(check.ok for check in checks)
+        self.last_ok = last.ok
         if self.clear is not None:
             self.clear()
-        for line in result_screen(self.runs, self.chapter, self.lab, checks, duration, changed):
+        for line in result_screen(self.runs, self.chapter, self.lab, checks, duration, changed, update, step):
             self.echo(line)
 
     async def handle(self, changed: tuple[str, ...] | None) -> bool:

@@ -78,10 +78,33 @@ def _git_env() -> dict[str, str]:
 # Practice dirs ---------------------------------------------------------------
 
 
-def check_practice_target(directory: Path, course_root: Path) -> Path:
+GIT_MISSING = "git is not installed: practice dirs are git repositories"
+
+
+def require_git() -> None:
+    """Exit 2 with one line when git is not on PATH (the commands that need it call this first)."""
+    if shutil.which("git") is None:
+        raise UsageError(GIT_MISSING)
+
+
+def enclosing_repository(path: Path) -> Path | None:
+    """The git work tree that would hold `path` (a dir not made yet), or None."""
+    for candidate in path.parents:
+        try:
+            if (candidate / ".git").exists():
+                return candidate
+        except OSError:
+            return None
+    return None
+
+
+def check_practice_target(directory: Path, course_root: Path, nested: bool = False) -> Path:
     """Refuse any DIR where making a practice dir could destroy or confuse something."""
     given = directory.expanduser()
-    resolved = given.resolve()
+    try:
+        resolved = given.resolve()
+    except RuntimeError:  # a loop of symbolic links, before Python 3.13
+        raise UsageError(f"{directory}: a loop of symbolic links; give a real directory path.") from None
     root = course_root.resolve()
     checkpoints = root / "checkpoints"
     if resolved == checkpoints or checkpoints in resolved.parents:
@@ -107,6 +130,19 @@ def check_practice_target(directory: Path, course_root: Path) -> Path:
         )
     if resolved.exists() and not resolved.is_dir():
         raise UsageError(f"{directory} exists and is not a directory; nothing was changed.")
+    repository = enclosing_repository(resolved)
+    in_practice = repository == root and (root / "practice") in resolved.parents
+    if repository is not None and not in_practice and not nested:
+        if (repository / "LEARNING.md").is_file():
+            what = "another practice dir"
+        elif repository == root:
+            what = "the course repository, outside practice/"
+        else:
+            what = "a git repository"
+        raise UsageError(
+            f"{directory} is inside {repository} ({what}): that repository would show your practice dir "
+            "as untracked files. Choose a directory outside it, or pass --nested to make it there on purpose."
+        )
     if resolved.is_dir() and any(resolved.iterdir()):
         raise UsageError(
             f"{directory} already exists and is not empty; it was left exactly as it was. "

@@ -13,46 +13,12 @@ compares the copies under the names parent/ and target/.
 from __future__ import annotations
 
 import sys
-import tempfile
-from pathlib import Path
 
 import click
-import git
 
-from course.catalog import Chapter, find_root, load_catalog
-from course.errors import CourseError, UsageError
-from course.lineage import snapshot_files
-from course.workspace import copy_snapshot
-
-
-def target_diff(chapter: Chapter, paths: tuple[str, ...] = (), stat: bool = False, color: bool = False) -> str:
-    """The `git diff` of parent -> target, limited to `paths` when given."""
-    known = snapshot_files(chapter.parent) | snapshot_files(chapter.target)
-    unknown = [path for path in paths if path not in known]
-    if unknown:
-        choices = ", ".join(sorted(known))
-        raise UsageError(f"{', '.join(unknown)} is in neither snapshot of {chapter.name}; files: {choices}")
-    with tempfile.TemporaryDirectory(prefix="course-diff-") as scratch:
-        base = Path(scratch)
-        for side in ("parent", "target"):
-            copy_snapshot(chapter.root / side, base / side)
-            if paths:
-                _keep_only(base / side, set(paths))
-        args = ["git", "diff", "--no-index", f"--color={'always' if color else 'never'}"]
-        if stat:
-            args.append("--stat")
-        args += ["parent", "target"]
-        status, out, err = git.Git(base).execute(
-            args, with_extended_output=True, with_exceptions=False, strip_newline_in_stdout=False
-        )
-    if status not in (0, 1):  # 1 only means "there are differences"
-        raise CourseError(f"git diff failed: {err}")
-    return str(out)
-
-
-def _keep_only(root: Path, keep: set[str]) -> None:
-    for name in snapshot_files(root) - keep:
-        (root / name).unlink()
+from course.catalog import find_root, load_catalog
+from course.errors import CourseError
+from course.target_diff import target_diff
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})

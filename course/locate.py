@@ -1,0 +1,212 @@
+"""Where a learner command works: which practice dir, which chapter, and how to say it back.
+
+A practice dir knows its chapter (the title line of its LEARNING.md), so
+inside one, or in any directory below it, no chapter id is needed. A chapter
+id that disagrees with the dir is refused before anything is run or written:
+running chapter 05's tests in a chapter 02 dir would overwrite its progress,
+and resetting it to chapter 05's parent would hand over the answers of 03-04.
+
+Every command a learner is told to run next is built here, so it carries the
+DIR when one was typed and quotes every path for the shell: what is printed
+works when pasted where it was printed.
+"""
+
+from __future__ import annotations
+
+import errno
+import re
+import shlex
+from pathlib import Path
+
+from attrs import frozen
+
+from course.catalog import Catalog, Chapter
+from course.errors import UsageError
+
+LEARNING = "LEARNING.md"
+_TITLE = re.compile(r"# Chapter (\d+):")
+
+
+def path_problem(error: OSError | RuntimeError, directory: Path | str) -> UsageError:
+    """One line for an OS error on a path the learner gave: too long, a loop, no permission."""
+    if isinstance(error, RuntimeError):  # Path.resolve() on a symbolic-link loop (Python < 3.13)
+        return UsageError(f"{directory}: a loop of symbolic links; give a real directory path.")
+    reason = error.strerror or str(error)
+    if error.errno == errno.ELOOP:
+        reason = "a loop of symbolic links"
+    return UsageError(f"{_short(str(directory))}: {reason}.")
+
+
+def _short(text: str, limit: int = 120) -> str:
+    return text if len(text) <= limit else f"{text[:60]}...{text[-40:]} ({len(text)} characters)"
+
+
+def chapter_of(directory: Path, catalog: Catalog) -> Chapter | None:
+    """The chapter a practice dir was made for, from the first line of its LEARNING.md."""
+    try:
+        with (directory / LEARNING).open(encoding="utf-8") as stream:
+            first = stream.readline()
+    except (OSError, UnicodeDecodeError):
+        return None
+    match = _TITLE.match(first)
+    if match is None:
+        return None
+    number = int(match.group(1))
+    return next((chapter for chapter in catalog.chapters if chapter.number == number), None)
+
+
+def is_practice_dir(directory: Path) -> bool:
+    try:
+        return (directory / LEARNING).is_file() and (directory / "pytest.ini").is_file()
+    except OSError:
+        return False
+
+
+def enclosing_practice_dir(start: Path) -> Path | None:
+    """The practice dir holding `start` (itself or a parent), or None."""
+    try:
+        here = start.absolute()
+    except OSError:
+        return None
+    for candidate in (here, *here.parents):
+        if is_practice_dir(candidate):
+            return candidate
+    return None
+
+
+def inside(path: Path, folder: Path) -> bool:
+    try:
+        resolved, base = path.resolve(), folder.resolve()
+    except (OSError, RuntimeError):
+        return False
+    return resolved == base or base in resolved.parents
+
+
+def shown(path: Path) -> str:
+    """A path as the learner can paste it here: relative to the current dir when below it."""
+    try:
+        relative = path.absolute().relative_to(Path.cwd())
+    except (ValueError, OSError):
+        return str(path)
+    return str(relative) if str(relative) != "." else "."
+
+
+@frozen
+class Place:
+    """The practice dir a command works in, its chapter, and how it was found."""
+
+    chapter: Chapter
+    directory: Path
+    typed: str | None  # DIR as typed; None when found from the current dir or by default
+    how: str  # "typed", "here" (the current dir or a parent), "default"
+
+    def dir_words(self) -> list[str]:
+        """The DIR a suggested command must carry to work where it is printed."""
+        return [] if self.typed is None else [self.typed]
+
+    def command(self, name: str, *extra: str) -> str:
+        """`course NAME NN [DIR] EXTRA...`, every word shell-quoted."""
+        return suggest(name, self.chapter.nn, *self.dir_words(), *extra)
+
+
+def suggest(*words: str) -> str:
+    """A `course` command line, quoted for the shell."""
+    return shlex.join(["course", *words])
+
+
+def split_arguments(catalog: Catalog, first: str | None, second: str | None) -> tuple[str | None, str | None]:
+    """`course test [CHAPTER] [DIR]`: a lone argument that names no chapter but a directory is DIR."""
+    if first is None or second is not None:
+        return first, second
+    try:
+        catalog.resolve(first)
+    except UsageError:
+        try:
+            if Path(first).expanduser().is_dir():
+                return None, first
+        except OSError:
+            return None, first
+    return first, second
+
+
+def locate(
+    catalog: Catalog,
+    command: str,
+    chapter_id: str | None,
+    directory: str | None,
+    default_dir: "DefaultDir",
+) -> Place:
+    """The practice dir and chapter of a learner command, or a one-line refusal (exit 2)."""
+    chapter_id, directory = split_arguments(catalog, chapter_id, directory)
+    wanted = catalog.resolve(chapter_id) if chapter_id is not None else None
+    if directory is not None:
+        path = Path(directory).expanduser()
+        how, typed = "typed", directory
+    else:
+        found = enclosing_practice_dir(Path.cwd())
+        if found is not None:
+            path, how, typed = found, "here", None
+        elif wanted is not None:
+            path, how, typed = default_dir(wanted), "default", None
+        else:
+            raise UsageError(
+                f"name a chapter (`{suggest(command, '02')}`) or run this inside a practice dir; "
+                f"{catalog.choices()}"
+            )
+    check_learner_path(path, catalog.root, wanted, directory)
+    made_for = chapter_of(path, catalog)
+    if wanted is not None and made_for is not None and made_for != wanted:
+        where = shown(path) if typed is None else typed
+        words = [command, made_for.nn] + ([typed] if typed is not None else [])
+        raise UsageError(f"{where} is a chapter {made_for.nn} practice dir; did you mean `{suggest(*words)}`?")
+    chapter = wanted or made_for
+    if chapter is None:
+        raise UsageError(
+            f"{directory} has no LEARNING.md naming its chapter; name one: "
+            f"`{suggest(command, '02', directory or '.')}`. {catalog.choices()}"
+        )
+    return Place(chapter=chapter, directory=path, typed=typed, how=how)
+
+
+class DefaultDir:
+    """Where a chapter's practice dir is when none is named: practice/NN-slug, or the last one used."""
+
+    def __init__(self, home: Path, remembered: dict[str, Path] | None = None) -> None:
+        self.home = home
+        self.remembered = remembered or {}
+
+    def __call__(self, chapter: Chapter) -> Path:
+        default = self.home / chapter.name
+        if not default.exists() and chapter.name in self.remembered:
+            return self.remembered[chapter.name]
+        return default
+
+
+def check_learner_path(path: Path, root: Path, chapter: Chapter | None, typed: str | None) -> None:
+    """A DIR a learner command may work in: it exists, is a practice dir, is not under checkpoints/."""
+    label = typed if typed is not None else shown(path)
+    try:
+        exists = path.exists()
+        under_checkpoints = inside(path, root / "checkpoints")
+        is_dir = path.is_dir()
+        has_config = (path / "pytest.ini").is_file()
+        path.resolve(strict=False)
+    except (OSError, RuntimeError) as error:
+        raise path_problem(error, label) from None
+    if under_checkpoints:
+        make = suggest("practice", chapter.nn) if chapter else suggest("practice", "NN")
+        raise UsageError(
+            f"{label} is inside checkpoints/, the course's own snapshots, which no command writes; "
+            f"work in a practice dir: `{make}`"
+        )
+    if not exists:
+        if chapter is None:
+            raise UsageError(f"{label} does not exist. Make a practice dir first: `course practice NN DIR`.")
+        words = ["practice", chapter.nn] + ([typed] if typed is not None else [])
+        raise UsageError(f"{label} does not exist. Make it first: `{suggest(*words)}`")
+    if not is_dir:
+        raise UsageError(f"{label} is not a directory.")
+    if not has_config:
+        raise UsageError(
+            f"{label} has no pytest.ini: it does not look like a practice dir made by `course practice`."
+        )

@@ -1,0 +1,154 @@
+"""Red-light exercises in the learner's loop: break on purpose, see the predicted failure, restore.
+
+A red-light exercise is done in two steps, and the course follows both:
+a run that fails exactly as the exercise documents (its test fails and the
+output shows its fragment) is *seen*; a green run after that makes it *done*.
+The state lives in the practice dir's `.course/redlights.json`, beside the
+last verdict, never under checkpoints/.
+
+`apply` and `revert` put the exercise's patch on the learner's own code and
+take it off again. The patch was written against the target, so it fits
+only where the learner's lines match the target's; when it does not fit,
+nothing is changed and the learner breaks the code by hand, as the lesson says.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from attrs import frozen
+
+from course.catalog import Chapter, RedLight
+from course.errors import CourseError, UsageError
+from course.progress import read_state, write_state
+from course.runner import FAILED, RunResult
+
+STATE_FILE = "redlights.json"
+SEEN = "seen"
+DONE = "done"
+
+
+@frozen
+class RedLightState:
+    """Per exercise id: "seen" (broken as predicted, not yet green again) or "done"; and patches applied."""
+
+    chapter: str
+    states: dict[str, str]
+    applied: tuple[str, ...] = ()
+
+    def pending(self, chapter: Chapter) -> RedLight | None:
+        """The first exercise not done yet."""
+        return next((r for r in chapter.redlights if self.states.get(r.id) != DONE), None)
+
+    def seen(self, chapter: Chapter) -> list[RedLight]:
+        return [r for r in chapter.redlights if self.states.get(r.id) == SEEN]
+
+
+def read(directory: Path, chapter: Chapter) -> RedLightState:
+    try:
+        data = json.loads(read_state(directory, STATE_FILE) or "")
+    except ValueError:
+        data = None
+    if not isinstance(data, dict) or data.get("chapter") != chapter.name:
+        return RedLightState(chapter.name, {})
+    raw = data.get("states")
+    states = {str(k): v for k, v in raw.items() if v in (SEEN, DONE)} if isinstance(raw, dict) else {}
+    applied = data.get("applied")
+    kept = tuple(str(a) for a in applied) if isinstance(applied, list) else ()
+    return RedLightState(chapter.name, states, kept)
+
+
+def _write(directory: Path, state: RedLightState) -> None:
+    document = {"chapter": state.chapter, "states": state.states, "applied": list(state.applied)}
+    write_state(directory, STATE_FILE, json.dumps(document, indent=2))
+
+
+def recognised(chapter: Chapter, run: RunResult) -> RedLight | None:
+    """The red-light exercise this run shows: its test failed, showing its documented fragment."""
+    for redlight in chapter.redlights:
+        case = run.case(redlight.test)
+        if case is None or case.outcome not in (FAILED, "error"):
+            continue
+        text = "\n".join((case.message, case.details))
+        if redlight.fragment in text or redlight.fragment in run.output:
+            return redlight
+    return None
+
+
+@frozen
+class Update:
+    """What one run changed: an exercise just seen, exercises just done."""
+
+    seen: RedLight | None
+    done: tuple[RedLight, ...]
+    state: RedLightState
+
+
+def record(directory: Path, chapter: Chapter, run: RunResult | None, green: bool, full: bool) -> Update:
+    """Note what the run says about the exercises; a green full run completes every one seen."""
+    state = read(directory, chapter)
+    states = dict(state.states)
+    seen = recognised(chapter, run) if run is not None and not green else None
+    if seen is not None and states.get(seen.id) != DONE:
+        states[seen.id] = SEEN
+    done: tuple[RedLight, ...] = ()
+    if green and full:
+        done = tuple(r for r in chapter.redlights if states.get(r.id) == SEEN)
+        for redlight in done:
+            states[redlight.id] = DONE
+    new = RedLightState(chapter.name, states, state.applied)
+    if new != state:
+        _write(directory, new)
+    return Update(seen=seen, done=done, state=new)
+
+
+def find(chapter: Chapter, exercise_id: str) -> RedLight:
+    """`2.R1`, `r1` or `R1` for chapter 02's first exercise."""
+    wanted = exercise_id.strip().upper()
+    for redlight in chapter.redlights:
+        if wanted in (redlight.id.upper(), redlight.id.split(".", 1)[-1].upper()):
+            return redlight
+    choices = ", ".join(r.id for r in chapter.redlights) or "(none)"
+    raise UsageError(f"chapter {chapter.name} has no red-light exercise {exercise_id!r}; its exercises are: {choices}")
+
+
+def _git_apply(directory: Path, patch: Path, *flags: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["git", "apply", "--whitespace=nowarn", *flags, str(patch.resolve())],
+        cwd=directory,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def apply(directory: Path, chapter: Chapter, redlight: RedLight, revert: bool = False) -> list[str]:
+    """Put the exercise's patch on (or take it off) the learner's code; the files it changed.
+
+    `git apply --check` first: a patch that does not fit changes nothing.
+    """
+    patch = chapter.root / redlight.patch
+    flags = ("-R",) if revert else ()
+    state = read(directory, chapter)
+    checked = _git_apply(directory, patch, "--check", *flags)
+    if checked.returncode != 0:
+        problem = (checked.stderr.strip().splitlines() or ["git apply failed"])[-1]
+        if revert:
+            raise CourseError(
+                f"red light {redlight.id}'s change is not in your code as the patch made it ({problem}); "
+                "nothing was changed. `git diff` in your practice dir shows what differs from your last commit."
+            )
+        raise CourseError(
+            f"red light {redlight.id}'s patch does not fit your code ({problem}): it was written against "
+            f"the target's lines. Nothing was changed; break your code by hand as the lesson says: {redlight.title}."
+        )
+    done = _git_apply(directory, patch, *flags)
+    if done.returncode != 0:
+        raise CourseError(f"git apply failed in {directory}: {done.stderr.strip()}")
+    applied = [a for a in state.applied if a != redlight.id] + ([] if revert else [redlight.id])
+    _write(directory, RedLightState(chapter.name, dict(state.states), tuple(applied)))
+    files = [line.split(" b/", 1)[-1] for line in patch.read_text(encoding="utf-8").splitlines()
+             if line.startswith("diff --git ")]
+    return files
