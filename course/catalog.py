@@ -463,6 +463,11 @@ def is_checkout(root: Path) -> bool:
     return (root / "checkpoints").is_dir() and (root / "course").is_dir()
 
 
+def is_packaged(root: Path) -> bool:
+    """Whether `root` is the chapters shipped inside an installed package (no checkout to write in)."""
+    return root.resolve() == Path(__file__).resolve().parent
+
+
 def find_root(start: Path | None = None) -> Path:
     """The course the user means: COURSE_ROOT, else the checkout they are in, else this package's own.
 

@@ -247,7 +247,7 @@ def test_command(ctx: CourseContext, chapter_id: str | None, directory: str | No
 
     Inside a practice dir, CHAPTER_ID and DIR can be left out.
     """
-    place = ctx.locate("test", chapter_id, directory)
+    place = ctx.locate("test", chapter_id, directory, lab_id)
     chapter = place.chapter
     lab = chapter.lab(lab_id) if lab_id else None
     if not as_json:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from course.catalog import Catalog, Chapter, find_root, is_checkout, load_catalog
+from course.catalog import Catalog, Chapter, find_root, is_packaged, load_catalog
 from course.locate import DefaultDir, Place, locate
 
 
@@ -34,19 +34,19 @@ class CourseContext:
         checkout to hold practice dirs; like rustlings, it makes them in the
         current directory, and the index remembers where.
         """
-        return self.root / "practice" if is_checkout(self.root) else Path.cwd() / "practice"
+        return Path.cwd() / "practice" if is_packaged(self.root) else self.root / "practice"
 
     def practice_dir(self, chapter: Chapter, directory: str | None) -> Path:
         if directory is None:
             return self.practice_home / chapter.name
         return Path(directory)
 
-    def locate(self, command: str, chapter_id: str | None, directory: str | None) -> Place:
+    def locate(self, command: str, chapter_id: str | None, directory: str | None, lab_id: str | None = None) -> Place:
         """The practice dir and chapter a learner command works on (course.locate)."""
         from course.index import practice_dirs
 
         remembered = {name: dirs[0] for name, dirs in practice_dirs(self.catalog).items() if dirs}
-        return locate(self.catalog, command, chapter_id, directory, DefaultDir(self.practice_home, remembered))
+        return locate(self.catalog, command, chapter_id, directory, DefaultDir(self.practice_home, remembered), lab_id)
 
     def remember(self, place: Place) -> None:
         from course.index import remember

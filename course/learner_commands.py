@@ -68,7 +68,7 @@ def watch_command(
     debounce: int,
 ) -> None:
     """Re-run a chapter's focused tests (or one lab) whenever a file in your practice dir is saved."""
-    place = ctx.locate("watch", chapter_id, directory)
+    place = ctx.locate("watch", chapter_id, directory, lab_id)
     chapter = place.chapter
     lab = chapter.lab(lab_id) if lab_id else None
     mode = choose_mode(place.directory, poll)
@@ -117,7 +117,7 @@ def hint_command(
     """A hint ladder per lab, one rung at a time: where to look, the signature, the idea, a sketch."""
     if next_ + all_ + reset_ > 1:
         raise UsageError("choose one of --next, --all and --reset")
-    place = ctx.locate("hint", chapter_id, directory)
+    place = ctx.locate("hint", chapter_id, directory, lab_id)
     chapter, target = place.chapter, place.directory
     action = hint_ladder.NEXT if next_ else hint_ladder.ALL if all_ else hint_ladder.RESET if reset_ else hint_ladder.SHOW
     if lab_id:
@@ -244,6 +244,10 @@ def reset_command(ctx: CourseContext, chapter_id: str | None, directory: str | N
     """Restore files of your practice dir from the chapter's starting point; your versions are committed first."""
     require_git()
     place = ctx.locate("reset", chapter_id, directory)
+    if place.how == "default":  # a reset rewrites files: only where the learner said, or stands
+        raise UsageError(
+            f"name the practice dir to reset (`{suggest('reset', place.chapter.nn, 'DIR')}`), or run the command inside it"
+        )
     chapter, target = place.chapter, place.directory
     plan = plan_reset(chapter, target, files)
     open_practice_repo(target).close()

@@ -135,10 +135,13 @@ def locate(
     chapter_id: str | None,
     directory: str | None,
     default_dir: "DefaultDir",
+    lab_id: str | None = None,
 ) -> Place:
     """The practice dir and chapter of a learner command, or a one-line refusal (exit 2)."""
     chapter_id, directory = split_arguments(catalog, chapter_id, directory)
     wanted = catalog.resolve(chapter_id) if chapter_id is not None else None
+    if wanted is not None and lab_id is not None:
+        wanted.lab(lab_id)  # a wrong lab id is named before anything about the dir
     if directory is not None:
         path = Path(directory).expanduser()
         how, typed = "typed", directory
@@ -160,6 +163,8 @@ def locate(
         words = [command, made_for.nn] + ([typed] if typed is not None else [])
         raise UsageError(f"{where} is a chapter {made_for.nn} practice dir; did you mean `{suggest(*words)}`?")
     chapter = wanted or made_for
+    if chapter is not None and lab_id is not None:
+        chapter.lab(lab_id)
     if chapter is None:
         raise UsageError(
             f"{directory} has no LEARNING.md naming its chapter; name one: "

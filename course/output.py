@@ -151,13 +151,22 @@ def result_lines(
     verbose: bool = False,
     by_lab: bool = False,
     verbose_hint: str = "",
+    verdict_first: bool = False,
 ) -> list[str]:
-    """The verdict of one `course test` or one `course watch` run, the same lines for both."""
+    """The verdict of one `course test` or one `course watch` run, the same lines for both.
+
+    `verdict_first` (watch, whose screen is cleared each run) puts the verdict
+    and the first failure at the top and the checklist after them.
+    """
     lines: list[str] = []
     run = next((check.run for check in checks if check.run is not None), None)
+    summary = summary_text(checks, duration, "Green", "Not yet")
     if verbose and run is not None:
         lines += ["pytest's output:", *[f"  {line}" for line in run.output.rstrip().splitlines()], ""]
-    lines += checklist_lines(checks, details=False)
+    if verdict_first:
+        lines.append(summary)
+    else:
+        lines += checklist_lines(checks, details=False)
     if by_lab and run is not None:
         lines.append("")
         for title, rows in tests_by_lab(run, chapter):
@@ -170,13 +179,16 @@ def result_lines(
     else:
         failing = next((check.run for check in checks if not check.ok and check.run is not None), None)
         if failing is not None:
-            lines.append("")
+            lines += [] if verdict_first else [""]
             lines += [f"  {line}" for line in failure_digest(failing, chapter)]
             if verbose_hint and not verbose and first_failure(failing) is not None:
                 lines.append(f"  the whole pytest report: {verbose_hint}")
     for redlight in update.done:
         lines.append(f"Red light {redlight.id} done: it failed as predicted, and your code is green again.")
-    lines.append(summary_text(checks, duration, "Green", "Not yet"))
+    if verdict_first:
+        lines += [f"  {OK_MARK if c.ok else FAIL_MARK} {c.name} - {c.actual}" for c in checks]
+    else:
+        lines.append(summary)
     lines.append(f"Next: {next_step}")
     return lines
 

@@ -291,10 +291,10 @@ def result_screen(
     update: Update,
     next_step: str,
 ) -> list[str]:
-    """One short screen per run: a heading, then exactly what `course test` prints."""
+    """One short screen per run: a heading, the verdict and first failure, each check, the next step."""
     clock = time.strftime("%H:%M:%S")
     cause = "start" if changed is None else "saved " + ", ".join(changed[:3]) + (" ..." if len(changed) > 3 else "")
-    return [f"== run {number} at {clock} ({cause}) ==", *result_lines(chapter, lab, checks, duration, update, next_step)]
+    return [f"== run {number} at {clock} ({cause}) ==", *result_lines(chapter, lab, checks, duration, update, next_step, verdict_first=True)]
 
 
 # A learner's watch ---------------------------------------------------------------

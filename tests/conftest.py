@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,12 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 CHECKPOINTS = REPO / "checkpoints"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+# The index of practice dirs (course/index.py) lives in the user's state dir; the suite's
+# CLI runs keep theirs in a throw-away one, so a test run never touches the real home.
+os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="course-tests-state-")
+# A CLI run from a practice dir must use this checkout's `course`, not whichever one is installed.
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
 
 
 def tree_hash(root: Path) -> str:

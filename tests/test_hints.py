@@ -101,7 +101,7 @@ def test_bad_hint_input_exits_2(mini_course: Path, learner: Path, tmp_path: Path
 
 
 def _last(lab: str | None, ok: bool, checks: dict[str, bool]) -> LastTest:
-    verdicts = tuple(CheckVerdict(name=f"lab {i} X", ok=v) for i, v in checks.items())
+    verdicts = tuple(CheckVerdict(kind="lab", lab=i, name=f"lab {i} X", ok=v) for i, v in checks.items())
     return LastTest(chapter="01-adder", lab=lab, ok=ok, when="", checks=verdicts)
 
 

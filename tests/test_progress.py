@@ -15,11 +15,11 @@ def test_progress_follows_the_practice_dir_and_its_last_test(mini_course: Path) 
     listing = mini(mini_course, "list")
     assert "practice: none yet (course practice 01)" in listing.stdout
     status = json.loads(mini(mini_course, "status", "--json").stdout)
-    assert status["not_started"] == 1 and status["next"] == "course practice 01"
+    assert status["not_started"] == 1 and status["next"] == "`course practice 01`"
 
     assert mini(mini_course, "practice", "1").returncode == 0  # default place: practice/01-adder
     learner = mini_course / "practice/01-adder"
-    assert "practice: practice/01-adder - last test: not tested yet" in mini(mini_course, "list").stdout
+    assert f"practice: {learner} - last test: not tested yet" in mini(mini_course, "list").stdout
 
     (learner / "tiny_pi/adder.py").write_text(SMALL_ONLY)
     assert mini(mini_course, "test", "1", cwd=learner).returncode == 1
@@ -28,7 +28,7 @@ def test_progress_follows_the_practice_dir_and_its_last_test(mini_course: Path) 
     assert text.returncode == 0
     assert re.search(r"01-adder\s+red \(1/2 labs green\)\s+last test \d{4}-", text.stdout)
     assert "0 green, 1 in progress, 0 not started, of 1 chapters." in text.stdout
-    assert "Next: course test 01 --lab 1.2 (stuck? course hint 01 --lab 1.2)" in text.stdout
+    assert "Next: make lab 1.2 green: `course test 01 --lab 1.2` (stuck? `course hint 01 --lab 1.2`)" in text.stdout
 
     (learner / "tiny_pi/adder.py").write_text(RIGHT)
     assert mini(mini_course, "test", "1", str(learner), "--lab", "1.1").returncode == 0

@@ -137,7 +137,7 @@ def test_reset_needs_the_practice_repo(mini_course: Path, learner: Path) -> None
     assert result.returncode == 2 and "not a git repository" in result.stderr
     assert (learner / "tiny_pi/adder.py").exists()
     missing_dir = course("reset", "1", env={"COURSE_ROOT": str(mini_course)})
-    assert missing_dir.returncode == 2 and "Missing argument" in missing_dir.stderr
+    assert missing_dir.returncode == 2 and "name the practice dir to reset" in missing_dir.stderr
 
 
 def test_safe_relative_accepts_inside_paths_and_refuses_the_rest(tmp_path: Path) -> None:
