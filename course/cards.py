@@ -91,7 +91,8 @@ def render_learning(chapter: Chapter) -> str:
     parts += ["## Red-light exercises", ""]
     for redlight in chapter.redlights:
         parts += [
-            f"- **{redlight.id} {redlight.title}** - the lesson says what to change; "
+            f"- **{redlight.id} {redlight.title}** - the lesson says what to change "
+            f"(or `course redlight --id {redlight.id}` changes it, `--revert` restores); "
             f"`{redlight.test}` must then fail. {redlight.learn}",
         ]
     parts += [
@@ -99,8 +100,9 @@ def render_learning(chapter: Chapter) -> str:
         "## Your work",
         "",
         "This directory is a git repository whose first commit is the starting point:",
-        "`git diff` shows exactly what you have written. The lesson is",
-        f"`checkpoints/{chapter.name}/README.md` (or `course show {chapter.nn}`).",
+        "`git diff` shows exactly what you have written. The lesson: `course show`.",
+        "Inside this directory every `course` command knows its chapter: `course test`,",
+        "`course watch`, `course hint`, `course diff`, `course status`.",
         "",
     ]
     return "\n".join(parts)
