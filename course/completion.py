@@ -45,7 +45,8 @@ def complete_lab(ctx: click.Context, param: click.Parameter, incomplete: str) ->
     if catalog is None:
         return []
     chapter = None
-    typed = ctx.params.get("chapter_id")
+    # While `--lab` waits for its value, click leaves the words before it unparsed in ctx.args.
+    typed = ctx.params.get("chapter_id") or (ctx.args[0] if ctx.args else None)
     if typed:
         try:
             chapter = catalog.resolve(str(typed))

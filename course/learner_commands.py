@@ -171,7 +171,7 @@ def diff_command(ctx: CourseContext, chapter_id: str | None, directory: str | No
         text = target_diff(chapter, stat=not show, color=show and sys.stdout.isatty())
         click.echo(text.rstrip("\n") if text else f"{chapter.name}: parent and target are identical")
         if not show:
-            output.say(f"Predict the code first, then look: {suggest('diff', chapter.nn, '--target', '--show')}")
+            output.say(f"Predict the code first, then look: `{suggest('diff', chapter.nn, '--target', '--show')}`")
         return
     place = ctx.locate("diff", chapter_id, directory)
     chapter, target = place.chapter, place.directory
@@ -195,7 +195,7 @@ def diff_command(ctx: CourseContext, chapter_id: str | None, directory: str | No
             for line in item.diff:
                 click.echo(click.style(line, fg=line_colour(line)))
     elif differ:
-        output.say(f"Predict what differs, then look: {place.command('diff', '--show')}")
+        output.say(f"Predict what differs, then look: `{place.command('diff', '--show')}`")
     sys.exit(1 if differ else 0)
 
 
@@ -271,7 +271,7 @@ def reset_command(ctx: CourseContext, chapter_id: str | None, directory: str | N
     output.say(f"Restored {restored} file(s), removed {removed}.")
     example = plan.changes[0].path
     output.say(f"Bring a file back: {shlex.join(['git', '-C', output.display_path(target), 'checkout', short, '--', str(example)])}")
-    output.say(f"Then: {place.command('test')}")
+    output.say(f"Then: `{place.command('test')}`")
 
 
 def _confirmed() -> bool:

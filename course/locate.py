@@ -14,8 +14,10 @@ works when pasted where it was printed.
 from __future__ import annotations
 
 import errno
+import os
 import re
 import shlex
+import stat
 from pathlib import Path
 
 from attrs import frozen
@@ -191,11 +193,14 @@ def check_learner_path(path: Path, root: Path, chapter: Chapter | None, typed: s
     """A DIR a learner command may work in: it exists, is a practice dir, is not under checkpoints/."""
     label = typed if typed is not None else shown(path)
     try:
-        exists = path.exists()
+        try:
+            info = os.stat(path)
+        except FileNotFoundError:
+            info = None
+        exists = info is not None
+        is_dir = info is not None and stat.S_ISDIR(info.st_mode)
         under_checkpoints = inside(path, root / "checkpoints")
-        is_dir = path.is_dir()
-        has_config = (path / "pytest.ini").is_file()
-        path.resolve(strict=False)
+        has_config = is_dir and (path / "pytest.ini").is_file()
     except (OSError, RuntimeError) as error:
         raise path_problem(error, label) from None
     if under_checkpoints:

@@ -149,6 +149,6 @@ def apply(directory: Path, chapter: Chapter, redlight: RedLight, revert: bool = 
         raise CourseError(f"git apply failed in {directory}: {done.stderr.strip()}")
     applied = [a for a in state.applied if a != redlight.id] + ([] if revert else [redlight.id])
     _write(directory, RedLightState(chapter.name, dict(state.states), tuple(applied)))
-    files = [line.split(" b/", 1)[-1] for line in patch.read_text(encoding="utf-8").splitlines()
-             if line.startswith("diff --git ")]
+    files = [line[4:].split("\t")[0].removeprefix("b/") for line in patch.read_text(encoding="utf-8").splitlines()
+             if line.startswith("+++ ") and not line.startswith("+++ /dev/null")]
     return files

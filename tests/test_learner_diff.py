@@ -18,7 +18,7 @@ def test_diff_without_the_flag_names_files_and_counts_but_shows_no_code(mini_cou
     result = mini(mini_course, "diff", "1", str(learner))
     assert result.returncode == 1, result.stderr
     assert "tiny_pi/adder.py: differs in code - 1 line(s) only in yours, 2 only in the target" in result.stdout
-    assert f"Predict what differs, then look: course diff 01 {learner} --show" in result.stdout
+    assert f"Predict what differs, then look: `course diff 01 {learner} --show`" in result.stdout
     target_code = (mini_course / TARGET_ADDER).read_text().splitlines()
     for line in target_code + WRONG.splitlines():
         assert line.strip() not in result.stdout, f"code leaked: {line!r}"
