@@ -301,7 +301,7 @@ def test_completion_offers_chapter_ids_lab_ids_and_dirs(world: dict[str, Path]) 
 def test_progress_line_on_a_terminal_only_and_output_wrapped_with_a_hanging_indent(world: dict[str, Path]) -> None:
     screen, chunks, code = in_pty(world, "test", cwd=world["learner"], columns=60)
     text = plain(screen)
-    assert code == 0 and "Running the focused tests" in text and "(limit 30 s)" in text
+    assert code in (0, 1) and "Running the focused tests" in text and "(limit 30 s)" in text
     first = next(seconds for seconds, chunk in chunks if "Running the focused tests" in plain(chunk))
     assert first < 3.0, f"the progress line appeared after {first:.2f} s"
     lines = [line for line in text.splitlines() if line.strip()]
@@ -400,3 +400,31 @@ def test_the_readme_lists_every_command_and_option_and_exit_130() -> None:
                     rows = [line for line in table.splitlines() if f"`course {name}" in line]
                     assert any(option in row for row in rows), f"{name} {option}"
     assert "_COURSE_COMPLETE=bash_source" in readme and "zsh_source" in readme and "fish_source" in readme
+
+
+# 8. Installs the way learners install ----------------------------------------------------------
+
+
+def test_an_installed_course_works_from_any_directory_and_an_editable_one_reads_the_checkout(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    shutil.copytree(REPO / "course", site / "course", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(FIXTURES / "mini-course/checkpoints", site / "course/checkpoints")  # what package-data ships
+    elsewhere = tmp_path / "anywhere"
+    elsewhere.mkdir()
+    env = dict(os.environ, PYTHONPATH=str(site), XDG_STATE_HOME=str(tmp_path / "state"))
+    env.pop("COURSE_ROOT", None)
+
+    def course_here(*args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "course", *args], cwd=elsewhere, env={**env, **extra},
+                              capture_output=True, text=True, timeout=120)
+
+    listed = course_here("list")
+    assert listed.returncode == 0 and "01-adder  Adder" in listed.stdout, listed.stderr
+    made = course_here("practice", "1")
+    assert made.returncode == 0 and (elsewhere / "practice/01-adder/LEARNING.md").is_file(), made.stderr
+    assert "practice: practice/01-adder" in course_here("list").stdout
+    override = course_here("list", COURSE_ROOT=str(REPO))
+    assert "01-adder" not in override.stdout and "02-event-stream" in override.stdout
+    editable = subprocess.run([sys.executable, "-m", "course", "list"], cwd=elsewhere,
+                              env={**env, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=120)
+    assert "02-event-stream" in editable.stdout, "an editable install reads its checkout"

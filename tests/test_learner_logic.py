@@ -1,0 +1,144 @@
+"""The pure parts of the learner commands, in-process: digests, wrapping, the next-step rule, records."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES
+from course.catalog import load_catalog
+from course.checks import Check
+from course.failures import digest, error_lines, frames, readable_message
+from course.nextstep import next_step
+from course.output import wrap
+from course.progress import CheckVerdict, LastTest
+from course.redlights import RedLightState
+from course.runner import RunResult
+from course.runner import TestCase as Case
+
+CHAPTER = load_catalog(FIXTURES / "mini-course").resolve("1")
+
+# What pytest writes for a test whose trio nursery raised one AssertionError (Python's layout).
+GROUP_DETAILS = """\
++ Exception Group Traceback (most recent call last):
+  |   File "/home/me/p 02/tests/test_01_adder.py", line 97, in test_add_small
+  |     trio.run(main)
+  |   File "/home/me/venv/lib/python3.11/site-packages/trio/_core/_run.py", line 1117, in __aexit__
+  |     raise combined_error_from_nursery
+  | ExceptionGroup: Exceptions from Trio nursery (1 sub-exception)
+  +-+---------------- 1 ----------------
+    | Traceback (most recent call last):
+    |   File "/home/me/p 02/tests/test_01_adder.py", line 91, in main
+    |     assert seen == ["x"]
+    |   File "/home/me/p 02/tiny_pi/older.py", line 12, in helper
+    |     return []
+    | AssertionError: assert [] == ['x']
+    |   
+    |   Right contains one more item: 'x'
+    |   Use -v to get more diff
+    +------------------------------------
+"""
+GROUP_MESSAGE = (
+    "AssertionError(\"assert [] == ['x']\\n  \\n  Right contains one more item: 'x'\\n  Use -v to get more diff\")"
+    " [single exception in ExceptionGroup]"
+)
+
+# pytest's own layout, a failure surfacing in the learner's teaching file.
+PYTEST_DETAILS = """\
+def test_add_small():
+>       assert add(1, 2) == 3
+
+tests/test_01_adder.py:2: 
+_ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ 
+
+    def add(a, b):
+>       raise ValueError("no\\nway")
+E       ValueError: no
+E       way
+
+tiny_pi/adder.py:2: ValueError"""
+
+
+def _run(details: str, message: str) -> RunResult:
+    case = Case(file="tests/test_01_adder.py", name="test_add_small", outcome="failed", message=message, details=details)
+    return RunResult(outcome="failed", exit_code=1, tests=(case,), output="", duration=0.1, time_limit=30)
+
+
+def test_a_single_exception_group_is_shown_as_its_exception_with_real_newlines() -> None:
+    lines = digest(_run(GROUP_DETAILS, GROUP_MESSAGE), CHAPTER)
+    assert lines[:3] == [
+        "first failure: tests/test_01_adder.py::test_add_small",
+        "tests/test_01_adder.py:91",
+        '>   assert seen == ["x"]',
+    ]
+    assert "E   AssertionError: assert [] == ['x']" in lines and "E     Right contains one more item: 'x'" in lines
+    assert not any("ExceptionGroup" in line or "\\n" in line or "Use -v" in line for line in lines)
+    assert lines[-1] == ("the fix belongs in tiny_pi/adder.py (this chapter's teaching file); "
+                         "it surfaced in tiny_pi/older.py:12, code of an earlier chapter")
+
+
+def test_pytests_layout_gives_the_test_line_and_the_line_in_the_teaching_file() -> None:
+    found = frames(PYTEST_DETAILS)
+    assert [(f.place, f.source) for f in found] == [
+        ("tests/test_01_adder.py:2", "assert add(1, 2) == 3"),
+        ("tiny_pi/adder.py:2", 'raise ValueError("no\\nway")'),
+    ]
+    lines = digest(_run(PYTEST_DETAILS, "ValueError: no"), CHAPTER)
+    assert error_lines(PYTEST_DETAILS, "")[0] == "E       ValueError: no"
+    assert lines[-1] == 'in your code: tiny_pi/adder.py:2: raise ValueError("no\\nway")'
+
+
+def test_a_junit_message_is_read_with_real_newlines() -> None:
+    assert readable_message(GROUP_MESSAGE).splitlines()[0] == "AssertionError: assert [] == ['x']"
+    assert readable_message("plain text") == "plain text"
+
+
+def test_wrapping_keeps_a_hanging_indent() -> None:
+    line = "Next: make lab 2.1 green: `course test 02 --lab 2.1` (stuck? `course hint 02 --lab 2.1`) and more words here"
+    pieces = wrap(line, 40)
+    assert all(len(piece) <= 40 for piece in pieces) and len(pieces) > 2
+    assert all(piece.startswith("      ") for piece in pieces[1:])
+    checked = wrap("         expected: " + "word " * 20, 40)
+    assert all(piece.startswith(" " * 19) for piece in checked[1:])
+    assert wrap("short", 40) == ["short"]
+
+
+def _last(lab: str | None, ok: bool, labs: dict[str, bool]) -> LastTest:
+    checks = tuple(CheckVerdict("lab", lab_id, f"lab {lab_id} X", good) for lab_id, good in labs.items())
+    return LastTest(chapter=CHAPTER.name, lab=lab, ok=ok, when="", checks=checks)
+
+
+def test_one_next_step_rule_carries_the_dir_and_follows_the_red_light_exercise() -> None:
+    none = RedLightState(CHAPTER.name, {})
+    assert next_step(CHAPTER, None, none, ["my dir"]) == "run the focused tests: `course test 01 'my dir'`"
+    red = next_step(CHAPTER, _last(None, False, {"1.1": True, "1.2": False}), none, ["my dir"], runner="watch")
+    assert red == "make lab 1.2 green: `course watch 01 'my dir' --lab 1.2` (stuck? `course hint 01 'my dir' --lab 1.2`)"
+    assert next_step(CHAPTER, _last("1.1", True, {"1.1": True}), none).startswith("lab 1.2 Both: `course test 01 --lab 1.2`")
+    green = _last(None, True, {"1.1": True, "1.2": True})
+    assert next_step(CHAPTER, green, none).startswith("the red-light exercise 1.R1 Minus")
+    seen = RedLightState(CHAPTER.name, {"1.R1": "seen"}, ("1.R1",))
+    broken = next_step(CHAPTER, _last(None, False, {"1.1": False, "1.2": False}), seen)
+    assert broken.startswith("restore your code (`course redlight 01 --id 1.R1 --revert` takes the patch off)")
+    done = RedLightState(CHAPTER.name, {"1.R1": "done"})
+    assert next_step(CHAPTER, green, done) == "chapter 01 is done, and with it every chapter of the course"
+
+
+def test_a_check_carries_its_kind_and_lab_as_checked_fields() -> None:
+    check = Check(chapter="01-adder", kind="lab", name="lab 1.1 Small", ok=True, expected="1", actual="1", lab="1.1")
+    assert check.to_json()["lab"] == "1.1" and check.to_json()["kind"] == "lab"
+    with pytest.raises(ValueError):
+        Check(chapter="01-adder", kind="labs", name="x", ok=True, expected="", actual="")
+    with pytest.raises(ValueError):
+        Check(chapter="01-adder", kind="lab", name="lab 1.1 Small", ok=True, expected="", actual="")
+    last = LastTest.from_checks(CHAPTER, None, [check])
+    assert last.lab_ok(CHAPTER.labs[0]) is True and last.lab_ok(CHAPTER.labs[1]) is None
+
+
+def test_the_installed_layout_reads_the_chapters_inside_the_package(tmp_path: Path) -> None:
+    """A regular install puts checkpoints/ inside the package (pyproject's package-data)."""
+    import tomllib
+
+    config = tomllib.loads((FIXTURES.parent.parent / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert config["package-dir"]["course.checkpoints"] == "checkpoints"
+    assert "course.checkpoints" in config["packages"] and config["package-data"]["course.checkpoints"] == ["**/*"]
