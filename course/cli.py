@@ -56,13 +56,18 @@ Exit status: 0 success, 1 a check deviated, 2 usage or input error, 130 interrup
 Shell completion (bash, zsh, fish): see the README."""
 
 
-def _version() -> str:
-    try:
-        from importlib.metadata import PackageNotFoundError, version
+def _print_version(context: click.Context, parameter: click.Parameter, value: bool) -> None:
+    """`--version`, looked up only when asked (importlib.metadata costs every other command time)."""
+    if not value or context.resilient_parsing:
+        return
+    from importlib.metadata import PackageNotFoundError, version
 
-        return version("tiny-pi-course")
+    try:
+        found = version("tiny-pi-course")
     except PackageNotFoundError:
-        return "unknown (not installed)"
+        found = "(not installed: running from a checkout)"
+    click.echo(f"course {found}")
+    context.exit()
 
 
 class LearnerOrder(click.Group):
@@ -90,7 +95,8 @@ class LearnerOrder(click.Group):
     epilog=EPILOG,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
-@click.version_option(_version(), "--version", prog_name="course", message="%(prog)s %(version)s")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+              help="Show the version and exit.")
 @click.pass_context
 def cli(click_context: click.Context) -> None:
     """Rebuild a tiny agent runtime chapter by chapter, and prove every step."""

@@ -50,7 +50,7 @@ def test_missing_and_identical_files(mini_course: Path, tmp_path: Path) -> None:
     missing = mini(mini_course, "diff", "1", str(learner), "--json")
     document = json.loads(missing.stdout)
     assert missing.returncode == 1 and document["same"] is False
-    assert document["files"] == [{"path": "tiny_pi/adder.py", "status": "missing", "only_yours": 0, "only_target": 3}]
+    assert document["files"] == [{"path": "tiny_pi/adder.py", "status": "missing", "only_yours": 0, "only_target": 3, "same_code": False}]
     assert "not written yet (the target's has 3 lines)" in mini(mini_course, "diff", "1", str(learner)).stdout
     shutil.copy(mini_course / TARGET_ADDER, learner / "tiny_pi/adder.py")
     same = mini(mini_course, "diff", "1", str(learner), "--show")

@@ -70,5 +70,5 @@ def test_checkpoint_points_the_learner_at_the_tool(tmp_path: Path) -> None:
     from conftest import mini
 
     result = mini(copy_of_chain(tmp_path), "checkpoint", "02")
-    assert "python -m tools.target_diff 02" in result.stdout
+    assert "course diff 02 --target" in result.stdout
     assert "+def add_all" not in result.stdout, "the answer is not dumped: predict first"
