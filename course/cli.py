@@ -26,7 +26,7 @@ from course.checks import check_practice, excerpt, prove_chapter, red_light_chec
 from course.errors import INTERRUPTED, CourseError
 from course.locate import path_problem, suggest
 from course.nextstep import next_step
-from course.progress import save_result
+from course.progress import read_last_test, save_result
 from course.redlights import record as record_redlights
 from course.render import show_lesson
 from course.runner import RunPool, RunResult
@@ -264,9 +264,11 @@ def test_command(ctx: CourseContext, chapter_id: str | None, directory: str | No
                          limit=chapter.time_limit):
         checks = trio.run(check_practice, chapter, place.directory, lab)
     duration = time.monotonic() - started
+    before = read_last_test(place.directory)
     last = save_result(place.directory, chapter, lab, checks)
     run = next((check.run for check in checks if check.run is not None), None)
-    update = record_redlights(place.directory, chapter, run, last.ok, lab is None)
+    was_green = before is not None and before.chapter == chapter.name and before.ok and before.lab is None
+    update = record_redlights(place.directory, chapter, run, last.ok, lab is None, was_green)
     ctx.remember(place)
     step = next_step(chapter, last, update.state, place.dir_words(), _following(ctx, chapter))
     if as_json:

@@ -86,11 +86,21 @@ class Update:
     state: RedLightState
 
 
-def record(directory: Path, chapter: Chapter, run: RunResult | None, green: bool, full: bool) -> Update:
-    """Note what the run says about the exercises; a green full run completes every one seen."""
+def record(directory: Path, chapter: Chapter, run: RunResult | None, green: bool, full: bool,
+           was_green: bool = True) -> Update:
+    """Note what the run says about the exercises; a green full run completes every one seen.
+
+    A failure is taken for an exercise only when it can be one: the code was
+    green before (`was_green`: the previous full run passed), the exercise's
+    patch was applied with `course redlight`, or it was already seen. A
+    learner still writing lab 2.2 whose code fails the way 2.R2 documents
+    has not broken anything on purpose, and is not told to "restore" it.
+    """
     state = read(directory, chapter)
     states = dict(state.states)
     seen = recognised(chapter, run) if run is not None and not green else None
+    if seen is not None and not (was_green or seen.id in state.applied or states.get(seen.id) == SEEN):
+        seen = None
     if seen is not None and states.get(seen.id) != DONE:
         states[seen.id] = SEEN
     done: tuple[RedLight, ...] = ()

@@ -41,7 +41,7 @@ from course.runner import RunPool
 from course.errors import CourseError, UsageError
 from course.nextstep import next_step
 from course.output import result_lines
-from course.progress import save_result
+from course.progress import read_last_test, save_result
 from course.redlights import Update
 from course.redlights import record as record_redlights
 
@@ -357,9 +357,11 @@ class WatchSession:
             self.echo(f"Could not run the tests in {self.directory}: {error}")
             return
         duration = time.monotonic() - started
+        before = read_last_test(self.directory)
         last = save_result(self.directory, self.chapter, self.lab, checks)
         run = next((check.run for check in checks if check.run is not None), None)
-        update = record_redlights(self.directory, self.chapter, run, last.ok, self.lab is None)
+        was_green = before is not None and before.chapter == self.chapter.name and before.ok and before.lab is None
+        update = record_redlights(self.directory, self.chapter, run, last.ok, self.lab is None, was_green)
         step = next_step(self.chapter, last, update.state, self.dir_words, self.following, runner="watch")
         self.runs += 1
         self.last_ok = last.ok

@@ -142,3 +142,18 @@ def test_the_installed_layout_reads_the_chapters_inside_the_package(tmp_path: Pa
     config = tomllib.loads((FIXTURES.parent.parent / "pyproject.toml").read_text())["tool"]["setuptools"]
     assert config["package-dir"]["course.checkpoints"] == "checkpoints"
     assert "course.checkpoints" in config["packages"] and config["package-data"]["course.checkpoints"] == ["**/*"]
+
+
+def test_a_red_light_is_recognised_only_after_green_or_when_applied(tmp_path: Path) -> None:
+    from course import redlights
+
+    broken = _run("E   assert -1 == 3\ntests/test_01_adder.py:2: AssertionError", "assert -1 == 3")
+    still_writing = redlights.record(tmp_path, CHAPTER, broken, green=False, full=True, was_green=False)
+    assert still_writing.seen is None, "code that was never green was not broken on purpose"
+    after_green = redlights.record(tmp_path, CHAPTER, broken, green=False, full=True, was_green=True)
+    assert after_green.seen is not None and after_green.seen.id == "1.R1"
+    assert redlights.read(tmp_path, CHAPTER).states == {"1.R1": "seen"}
+    restored = redlights.record(tmp_path, CHAPTER, None, green=True, full=True)
+    assert [r.id for r in restored.done] == ["1.R1"] and restored.state.states == {"1.R1": "done"}
+    other = _run("E   assert 2 == 3\ntests/test_01_adder.py:2: AssertionError", "assert 2 == 3")
+    assert redlights.record(tmp_path, CHAPTER, other, green=False, full=True).seen is None, "another failure"
