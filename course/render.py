@@ -56,11 +56,16 @@ def show_lesson(text: str, pager: bool | None = None, stream: TextIO | None = No
     from rich.markdown import Markdown
 
     markdown = Markdown(text, code_theme=CODE_THEME, hyperlinks=False)
-    if pager is None:
-        pager = len(console.render_lines(markdown, pad=False)) > console.size.height
-    if pager:
-        os.environ.setdefault("LESS", "FRX")
-        with console.pager(styles=True):
-            console.print(markdown)
-    else:
+    with console.capture() as captured:  # rendered once, then printed or paged
         console.print(markdown)
+    rendered = captured.get()
+    if pager is None:
+        pager = rendered.count("\n") > console.size.height
+    if pager:
+        import pydoc
+
+        os.environ.setdefault("LESS", "FRX")
+        pydoc.pager(rendered)
+    else:
+        console.file.write(rendered)
+        console.file.flush()
