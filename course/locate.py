@@ -58,9 +58,13 @@ def chapter_of(directory: Path, catalog: Catalog) -> Chapter | None:
 
 
 def is_practice_dir(directory: Path) -> bool:
+    """A dir `course practice` made: a snapshot's pytest.ini, and a LEARNING.md titled with its chapter."""
     try:
-        return (directory / LEARNING).is_file() and (directory / "pytest.ini").is_file()
-    except OSError:
+        if not (directory / "pytest.ini").is_file():
+            return False
+        with (directory / LEARNING).open(encoding="utf-8") as stream:
+            return _TITLE.match(stream.readline()) is not None
+    except (OSError, UnicodeDecodeError):
         return False
 
 

@@ -218,7 +218,7 @@ def progress(message: str, enabled: bool = True, limit: float | None = None) -> 
     seen to be running rather than silent; it is erased when the work ends.
     """
     try:
-        live = enabled and sys.stderr.isatty()
+        live = enabled and sys.stderr.isatty() and sys.stdout.isatty()  # piped output gets no live line
     except (AttributeError, ValueError):
         live = False
     if not live:
