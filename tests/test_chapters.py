@@ -24,7 +24,7 @@ def test_checkpoint_story_holds(nn: str) -> None:
     result = course("checkpoint", nn)
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"checkpoints/{chapter.name}/parent" in result.stdout
-    assert "git diff --no-index" in result.stdout
+    assert f"course diff {chapter.nn} --target" in result.stdout
     assert "[ok]   parent shows the first red light" in result.stdout
     for lab in chapter.labs:
         assert f"[ok]   lab {lab.id} {lab.title} - {lab.expected_passed}/{lab.expected_passed} passed" in result.stdout

@@ -69,7 +69,8 @@ def in_pty(world: dict[str, Path], *args: str, cwd: Path, columns: int = 100, ro
            answer: tuple[str, bytes] | None = None, **extra: str) -> tuple[str, list[tuple[float, str]], int]:
     """Run `course ARGS` on a pseudo-terminal: (all text, (seconds, chunk) as they came, exit status).
 
-    `answer` = (prompt, bytes): type the bytes once the prompt is on the screen.
+    `answer` = (prompt, bytes): type the bytes half a second after the prompt is on the screen,
+    as a person would (a key sent in the same instant can reach Python before it waits for input).
     """
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
@@ -96,6 +97,7 @@ def in_pty(world: dict[str, Path], *args: str, cwd: Path, columns: int = 100, ro
                     break
                 chunks.append((time.monotonic() - started, data.decode("utf-8", "replace")))
                 if answer is not None and answer[0] in "".join(c for _, c in chunks):
+                    time.sleep(0.5)
                     os.write(master, answer[1])
                     answer = None
             elif process.poll() is not None:
