@@ -40,7 +40,7 @@ from course.checks import Check, check_practice
 from course.runner import RunPool
 from course.errors import CourseError, UsageError
 from course.nextstep import next_step
-from course.output import result_lines
+from course.output import progress, result_lines
 from course.progress import read_last_test, save_result
 from course.redlights import Update
 from course.redlights import record as record_redlights
@@ -352,7 +352,9 @@ class WatchSession:
     async def _run(self, changed: tuple[str, ...] | None) -> None:
         started = time.monotonic()
         try:
-            checks = await check_practice(self.chapter, self.directory, self.lab, self.pool)
+            what = f"lab {self.lab.id}" if self.lab else "the focused tests"
+            with progress(f"Running {what}", enabled=self.clear is not None, limit=self.chapter.time_limit):
+                checks = await check_practice(self.chapter, self.directory, self.lab, self.pool)
         except OSError as error:  # the dir vanished or cannot be read: say so, keep watching
             self.echo(f"Could not run the tests in {self.directory}: {error}")
             return
