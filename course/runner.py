@@ -24,11 +24,11 @@ from course.results import (
     TestCase,
     timeout_message,
 )
-from course.runs import RunPool, run_pytest
+from course.runs import RunPool
 from course.runspec import RunSpec, run_environment
 
 __all__ = [
     "COLLECTION_ERROR", "CONFIG_ERROR", "CRASHED", "ERROR", "FAILED", "FAILING", "MEMORY", "NOT_RUN",
     "NO_TESTS", "PASSED", "SKIPPED", "TIMEOUT", "RunPool", "RunResult", "RunSpec", "TestCase",
-    "run_environment", "run_pytest", "timeout_message",
+    "run_environment", "timeout_message",
 ]

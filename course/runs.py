@@ -21,7 +21,7 @@ import trio
 
 from course import hosts
 from course.results import Reports, RunResult, outcome_of
-from course.runspec import RunSpec, run_environment
+from course.runspec import RunSpec
 from course.safe_text import printable
 
 OUTPUT_HEAD = 64 * 1024
@@ -237,13 +237,3 @@ class RunPool:
                 host.close()
             return result
 
-
-async def run_pytest(
-    directory, selection: Sequence[str] = (), *, plugins: Sequence[str] = (),  # type: ignore[no-untyped-def]
-    time_limit: float = 30.0, memory_limit: float = 2.0, preload: Sequence[str] = (),
-) -> RunResult:
-    """One run on a host of its own (for tools and tests that need a single run)."""
-    spec = RunSpec.for_pytest(directory, selection, plugins=plugins, time_limit=time_limit,
-                              memory_limit=memory_limit, env=run_environment())
-    async with RunPool(preload, reuse=False) as pool:
-        return await pool.run(spec)
