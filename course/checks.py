@@ -8,6 +8,7 @@ Independent runs go in parallel, bounded by the number of cores.
 
 from __future__ import annotations
 
+import time
 from functools import partial
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Sequence
@@ -17,6 +18,7 @@ import trio
 from attrs import field, frozen
 
 from course.cards import CHAPTERS_BEGIN, CHAPTERS_END, between, lesson_card, render_card, render_chapter_list
+from course import verify_cache
 from course.catalog import Catalog, Chapter, Lab
 from course.errors import ChapterError
 from course.lineage import lineage_problems
@@ -296,21 +298,59 @@ def integrity_checks(catalog: Catalog, chapter: Chapter) -> list[Check]:
     return checks
 
 
-async def verify(catalog: Catalog, chapters: list[Chapter]) -> list[Check]:
-    """The whole course's proof: every chapter's story plus integrity, in chapter order."""
+@frozen
+class ChapterTime:
+    """How long a chapter's story took in `verify`, or that its stored verdict was reused."""
+
+    chapter: str
+    seconds: float
+    cached: bool
+
+
+def _check_from_json(data: dict[str, Any]) -> Check:
+    names = ("chapter", "kind", "name", "ok", "expected", "actual", "detail", "duration")
+    return Check(**{name: data[name] for name in names if name in data})
+
+
+async def verify(
+    catalog: Catalog, chapters: list[Chapter], fresh: bool = False, times: list[ChapterTime] | None = None
+) -> list[Check]:
+    """The whole course's proof: every chapter's story plus integrity, in chapter order.
+
+    A story whose inputs have not changed since it last held is not run again
+    (course/verify_cache.py), unless `fresh`.
+    """
     results: dict[str, list[Check]] = {}
+    timing: dict[str, ChapterTime] = {}
+    todo = []
+    for chapter in dict.fromkeys(chapters):
+        key = verify_cache.story_key(catalog, chapter)
+        stored = None if fresh else verify_cache.load(key)
+        if stored is not None:
+            results[chapter.name] = [_check_from_json(item) for item in stored]
+            timing[chapter.name] = ChapterTime(chapter.name, 0.0, True)
+        else:
+            todo.append((chapter, key))
 
-    async def prove(chapter: Chapter, pool: RunPool) -> None:
-        results[chapter.name] = await prove_chapter(catalog, chapter, pool)
+    async def prove(chapter: Chapter, key: str, pool: RunPool) -> None:
+        started = time.monotonic()
+        checks = await prove_chapter(catalog, chapter, pool)
+        results[chapter.name] = checks
+        timing[chapter.name] = ChapterTime(chapter.name, time.monotonic() - started, False)
+        if all(check.ok for check in checks):
+            verify_cache.store(key, [check.to_json() for check in checks])
 
-    imports = [name for chapter in chapters for name in chapter.warm_imports]
-    async with RunPool(imports) as pool, trio.open_nursery() as nursery:
-        for chapter in chapters:
-            nursery.start_soon(prove, chapter, pool)
+    if todo:
+        imports = [name for chapter, _ in todo for name in chapter.warm_imports]
+        async with RunPool(imports) as pool, trio.open_nursery() as nursery:
+            for chapter, key in todo:
+                nursery.start_soon(prove, chapter, key, pool)
     checks = []
-    for chapter in chapters:
+    for chapter in dict.fromkeys(chapters):
         checks += results[chapter.name]
         checks += integrity_checks(catalog, chapter)
+        if times is not None:
+            times.append(timing[chapter.name])
     return checks + readme_checks(catalog)
 
 

@@ -16,7 +16,7 @@ from course import output
 from course.cards import render_learning
 from course.catalog import Chapter
 from course.context import CourseContext, pass_context
-from course.checks import check_practice, excerpt, prove_chapter, red_light_check, run_spec, verify
+from course.checks import ChapterTime, check_practice, excerpt, prove_chapter, red_light_check, run_spec, verify
 from course.errors import INTERRUPTED, CourseError
 from course.failures import digest
 from course.progress import save_result
@@ -85,21 +85,27 @@ def checkpoint(ctx: CourseContext, chapter_id: str, as_json: bool) -> None:
 
 @cli.command("verify")
 @click.argument("chapter_ids", nargs=-1)
+@click.option("--fresh", is_flag=True, help="Run every story again, even those whose inputs did not change.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
 @pass_context
-def verify_command(ctx: CourseContext, chapter_ids: tuple[str, ...], as_json: bool) -> None:
+def verify_command(ctx: CourseContext, chapter_ids: tuple[str, ...], fresh: bool, as_json: bool) -> None:
     """Prove every chapter (or the given ones) plus lineage and lesson cards."""
     catalog = ctx.catalog
     chapters = [catalog.resolve(c) for c in chapter_ids] if chapter_ids else list(catalog.chapters)
     started = time.monotonic()
-    checks = trio.run(verify, catalog, chapters)
+    times: list[ChapterTime] = []
+    checks = trio.run(verify, catalog, chapters, fresh, times)
     duration = time.monotonic() - started
     if as_json:
         output.emit_json(
-            output.report("verify", checks, duration, chapters=[c.name for c in chapters])
+            output.report("verify", checks, duration, chapters=[c.name for c in chapters],
+                          times=[{"chapter": t.chapter, "seconds": round(t.seconds, 3), "cached": t.cached}
+                                 for t in times])
         )
     else:
         output.checklist(checks, show_chapter=True)
+        click.echo("Stories: " + ", ".join(
+            f"{t.chapter} {'unchanged, verdict reused' if t.cached else f'{t.seconds:.1f} s'}" for t in times))
         output.summary_line(checks, duration, "The course holds", "The course does NOT hold")
     sys.exit(0 if all(check.ok for check in checks) else 1)
 

@@ -191,3 +191,23 @@ def test_checkpoint_honours_the_chapters_time_limit(mini_course: Path) -> None:
     assert result.returncode == 1
     assert "the tests did not finish in 2 s - a stream that never ends? (still running: " \
            "tests/test_01_adder.py::test_add_big)" in result.stdout
+
+
+def test_verify_reuses_a_story_only_while_nothing_it_reads_changed(mini_course: Path, fresh_verify_cache: Path) -> None:
+    first = mini(mini_course, "verify", "--json")
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert [t["cached"] for t in json.loads(first.stdout)["times"]] == [False]
+    lesson = mini_course / CHAPTER / "README.md"
+    lesson.write_text(lesson.read_text() + "\nOne more sentence of the lesson.\n")
+    second = mini(mini_course, "verify", "--json")
+    assert [t["cached"] for t in json.loads(second.stdout)["times"]] == [True], "a lesson edit re-ran the story"
+    adder = mini_course / CHAPTER / "target/tiny_pi/adder.py"
+    adder.write_text(adder.read_text().replace("return a + b", "return a - b"))
+    third = mini(mini_course, "verify", "--json")
+    assert third.returncode == 1, "a changed target reused a stale verdict"
+    assert [t["cached"] for t in json.loads(third.stdout)["times"]] == [False]
+    adder.write_text(adder.read_text().replace("return a - b", "return a + b"))
+    fresh = mini(mini_course, "verify", "--fresh", "--json")
+    assert fresh.returncode == 0
+    assert [t["cached"] for t in json.loads(fresh.stdout)["times"]] == [False]
+    assert list(fresh_verify_cache.iterdir()), "nothing was stored outside checkpoints/"
