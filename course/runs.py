@@ -14,12 +14,14 @@ import array
 import json
 import os
 import socket
+import sys
 import time
 from typing import Sequence
 
 import trio
 
 from course import hosts
+from course.errors import CourseError
 from course.results import Reports, RunResult, outcome_of
 from course.runspec import RunSpec
 from course.safe_text import printable
@@ -35,8 +37,8 @@ OUTPUT_GRACE = 2.0
 HOST_GRACE = 10.0
 
 
-class HostError(Exception):
-    """The host went away or broke its protocol; the pool replaces it."""
+class HostError(CourseError):
+    """A run host did not start, went away or broke its protocol."""
 
 
 class _BoundedOutput:
@@ -78,13 +80,18 @@ class Host:
     async def start(cls, spawned: hosts.Spawned) -> Host:
         host = cls(spawned)
         try:
-            with trio.fail_after(START_LIMIT):
-                if (await host._next()).get("ready") is not True:
-                    raise HostError("the run host did not start")
+            with trio.move_on_after(START_LIMIT):
+                message = await host._next()
+                if message.get("ready") is True:
+                    return host
+                raise HostError(f"the test runner could not start ({message.get('error')})")
+            raise HostError(f"the test runner did not start within {START_LIMIT:g} s")
+        except HostError as error:
+            host.close()
+            raise HostError(f"{error}: is pytest installed for {sys.executable}?") from None
         except BaseException:
             host.close()
             raise
-        return host
 
     async def _next(self) -> dict[str, object]:
         while b"\n" not in self._buffer:
