@@ -83,9 +83,10 @@ def test_a_fake_report_and_os_exit_is_a_crash(mini_course: Path, unsolved: Path,
     assert "did a test call os._exit()" in out
 
 
+@PATHS
 @pytest.mark.parametrize("variable", ["FORCE_COLOR", "PY_COLORS"])
-def test_colour_forced_by_the_environment_never_changes_a_verdict(mini_course: Path, variable: str) -> None:
-    result = course("verify", env={"COURSE_ROOT": str(mini_course), variable: "1",
+def test_colour_forced_by_the_environment_never_changes_a_verdict(mini_course: Path, variable: str, warm: bool) -> None:
+    result = course("verify", env={"COURSE_ROOT": str(mini_course), variable: "1", "COURSE_WARM": str(int(warm)),
                                    "TERM": "xterm-256color", "COLUMNS": "311"})
     assert result.returncode == 0, result.stdout + result.stderr
     assert "The course holds" in result.stdout
