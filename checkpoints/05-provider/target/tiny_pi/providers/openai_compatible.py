@@ -23,7 +23,7 @@ from tiny_pi.providers.chunks import ChunkAssembler
 from tiny_pi.providers.normalize import completion_to_message
 from tiny_pi.providers.outbound import ToolSpec, build_request_body
 from tiny_pi.providers.wire import WireError, error_text, parse_json
-from tiny_pi.scripted_model import project
+from tiny_pi.projection import project
 from tiny_pi.sse import ServerSentEvent, SSEDecoder
 
 
