@@ -41,6 +41,11 @@ def usage_from_wire(wire: object, path: str = "usage") -> Usage:
     raise NotImplementedError("lab 5.3: the usage ledger")
 
 
+def wire_index(fragment: dict[str, Any], path: str) -> int | None:
+    """The fragment's `index`, or None when the server left it out (older Ollama, Gemini)."""
+    raise NotImplementedError("lab 5.3: a fragment's wire index")
+
+
 def parse_arguments(raw: str) -> dict[str, Any] | None:
     """The arguments of a finished call, or None when the text is not a JSON object."""
     raise NotImplementedError("lab 5.3: parse a finished call's arguments")
