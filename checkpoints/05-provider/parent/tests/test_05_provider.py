@@ -400,6 +400,8 @@ def test_sse_cr_lf_and_crlf_each_end_a_line():
     ]
     # A CRLF cut by the network is still one line end, not a line end plus a blank line.
     assert decode(b"data: a\r", b"\ndata: b\r\n\r\n") == [ServerSentEvent("a\nb")]
+    # A read that is only the LF of that CRLF ends no CR itself: the next LF is a blank line.
+    assert decode(b"data: a\r", b"\n", b"\n", b"data: b\n\n") == [ServerSentEvent("a"), ServerSentEvent("b")]
 
 
 def test_sse_unicode_line_separators_stay_inside_a_line():
