@@ -23,7 +23,7 @@ def test_show_renders_the_lesson_in_a_terminal(mini_course: Path) -> None:
     plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen)
     assert COLOUR.search(screen), "a terminal gets colour"
     assert "## Adding" not in plain and "Adding" in plain, "headings are rendered, not shown as markup"
-    assert "```" not in plain and "return a + b" in plain, "code blocks are rendered"
+    assert "```" not in plain and "print(add(2, 3))" in plain, "code blocks are rendered"
     assert "| Call | Result |" not in plain and re.search(r"Call\s+.*Result", plain), "tables are rendered"
     assert "add(10, 20)" in plain
     assert "card:begin" not in plain
