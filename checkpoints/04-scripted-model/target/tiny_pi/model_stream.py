@@ -98,11 +98,11 @@ class ModelCallStream(AssistantMessageEventStream):
     def _check_usable(self) -> None:
         if self._state == "new":
             raise RuntimeError(NEVER_ENTERED)
-        if self._state == "closed" and not self._done:
+        if self._state == "closed" and not self.done:
             raise RuntimeError(CLOSED_EARLY)
 
     async def _run_producer(self) -> None:
         """Run the producer; returning without a terminal event is a bug, not a hang."""
         await self._produce(self)
-        if not self._done:
+        if not self.done:
             raise RuntimeError("the producer of a model stream returned without a done or error event")
