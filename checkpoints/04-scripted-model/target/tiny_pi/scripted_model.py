@@ -10,7 +10,7 @@ event trace and the result.
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING, Any, Literal, Union
+from typing import TYPE_CHECKING, Any, Union
 
 import attrs
 from attrs import field, frozen
@@ -21,6 +21,7 @@ from tiny_pi.messages import (
     AgentContext,
     AssistantMessage,
     ErrorEvent,
+    ErrorReason,
     ModelEvent,
     assistant_message,
     text,
@@ -39,7 +40,7 @@ REQUEST_ABORTED = "Request was aborted"
 class ScriptedFailure:
     """A turn that fails: why it stopped, the diagnosis, and any text produced before."""
 
-    stop_reason: Literal["error", "aborted"] = field(validator=in_(ERROR_REASONS))
+    stop_reason: ErrorReason = field(validator=in_(ERROR_REASONS))
     error_message: str = field(validator=instance_of(str))
     partial_text: str | None = field(default=None, validator=optional(instance_of(str)))
 
@@ -106,5 +107,5 @@ def as_message(turn: ScriptedTurn) -> AssistantMessage:
     return assistant_message(content, turn.stop_reason, error_message=turn.error_message)
 
 
-def _failure_before_content(reason: Literal["error", "aborted"], why: str) -> ErrorEvent:
+def _failure_before_content(reason: ErrorReason, why: str) -> ErrorEvent:
     return ErrorEvent(reason=reason, error=assistant_message([], reason, error_message=why))

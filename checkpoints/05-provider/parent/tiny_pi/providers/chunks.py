@@ -19,11 +19,12 @@ assembler needs in `__init__`).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from tiny_pi.messages import (
     AssistantContent,
     ErrorEvent,
+    ErrorReason,
     ModelEvent,
     StartEvent,
     StopReason,
@@ -79,6 +80,6 @@ class ChunkAssembler:
         """The terminal event once the stream is over: done, if a finish_reason came."""
         raise NotImplementedError("lab 5.3: the terminal event at the end of the stream")
 
-    def fail(self, message: str, reason: Literal["error", "aborted"] = "error") -> ErrorEvent:
+    def fail(self, message: str, reason: ErrorReason = "error") -> ErrorEvent:
         """The terminal error event; the partial message stays, no call in it can run."""
         raise NotImplementedError("lab 5.3: the terminal error event")

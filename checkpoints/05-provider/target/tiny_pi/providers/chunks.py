@@ -17,7 +17,7 @@ joined only if somebody reads that partial.
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Any
 
 import attrs
 
@@ -26,6 +26,7 @@ from tiny_pi.messages import (
     AssistantMessage,
     DoneEvent,
     ErrorEvent,
+    ErrorReason,
     LazyPartial,
     ModelEvent,
     StartEvent,
@@ -169,7 +170,7 @@ class ChunkAssembler:
         self.closed = True
         return DoneEvent(self._stop_reason, self._final(self._stop_reason))
 
-    def fail(self, message: str, reason: Literal["error", "aborted"] = "error") -> ErrorEvent:
+    def fail(self, message: str, reason: ErrorReason = "error") -> ErrorEvent:
         """The terminal error event; the partial message stays, no call in it can run."""
         if self._secret:
             message = message.replace(self._secret, "[redacted]")
