@@ -574,6 +574,18 @@ def test_chunks_an_empty_finish_reason_means_not_finished_yet():
     assert done(assemble(EMPTY_FINISH_REASON), "stop").content == (text("Hello"),)
 
 
+def test_chunks_a_repeated_finish_reason_ends_the_calls_once():
+    usage_with_finish = usage_only(prompt_tokens=3, completion_tokens=2)
+    usage_with_finish["choices"] = [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]
+    events = assemble([*ONE_CALL[:-1], usage_with_finish, "[DONE]"])
+
+    assert types(events).count("toolcall_end") == 1
+    assert done(events, "toolUse").usage.input == 3
+
+    changed = failed(assemble([says("Hi"), finish("stop"), finish("length"), "[DONE]"]))
+    assert changed.error_message == "finish_reason changed from 'stop' to 'length'"
+
+
 def test_chunks_a_usage_chunk_with_null_choices_is_read():
     message = done(assemble(NULL_CHOICES), "stop")
 
