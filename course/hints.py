@@ -146,10 +146,16 @@ def render(view: HintView) -> list[str]:
     if view.at_top:
         if view.action == NEXT and not any(rung.new for rung in view.rungs):
             lines.append("  That was the last rung: there is nothing above the full code.")
-        lines.append(
-            "  The rest is yours: re-read the lab's tests, run `course test "
-            f"{chapter.nn} --lab {lab.id}` and read the first failure line by line."
-        )
+        if rung_name(view.total - 1, lab.hints[-1]) == CODE_RUNG:
+            lines.append(
+                "  Close it and write the code from what you understood, then run `course test "
+                f"{chapter.nn} --lab {lab.id}`; `course diff {chapter.nn}` compares your files with the target."
+            )
+        else:
+            lines.append(
+                "  The rest is yours: re-read the lab's tests, run `course test "
+                f"{chapter.nn} --lab {lab.id}` and read the first failure line by line."
+            )
     else:
         following = rung_name(view.seen, lab.hints[view.seen])
         if following == CODE_RUNG:
