@@ -225,11 +225,16 @@ class RunPool:
             if host.spawned.env == env:
                 self._idle.remove(host)
                 return host
-        spawned = hosts.take(env) if self._reuse else None
-        if spawned is None:
-            spawned = hosts.spawn(self._preload, env)
+        adopted = hosts.take(env) if self._reuse else None
+        host = None
+        if adopted is not None:
+            try:
+                host = await Host.start(adopted)
+            except HostError:
+                pass  # the early host died (killed, out of memory): start one now
+        if host is None:
             self.spawned_hosts += 1
-        host = await Host.start(spawned)
+            host = await Host.start(hosts.spawn(self._preload, env))
         self._all.append(host)
         return host
 
