@@ -35,7 +35,7 @@ from pathlib import Path
 from attrs import frozen
 
 from course.catalog import Chapter
-from course.runspec import run_environment
+from course.run_env import run_environment
 from course.workspace import scratch_copy
 
 EXCERPT = "# file:"
