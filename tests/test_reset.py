@@ -300,3 +300,29 @@ def test_a_teaching_file_that_is_a_symlink_is_saved_as_one(mini_course: Path, le
     assert entry.startswith("120000 ") and git(learner, "show", "course-saves:tiny_pi/adder.py") == "mine.py"
     assert (learner / "tiny_pi/mine.py").read_text() == WRONG, "the link is removed, not what it points to"
     assert not (learner / "tiny_pi/adder.py").is_symlink()
+
+
+def test_a_save_that_would_lack_a_planned_file_changes_nothing(
+    mini_course: Path, learner: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The saved tree is read back before anything is touched: a file missing there stops the reset."""
+    import course.reset as reset_module
+    from course.catalog import load_catalog
+    from course.errors import CourseError
+
+    (learner / "tiny_pi/adder.py").write_text(WRONG)
+    with open(learner / ".git/info/exclude", "a") as handle:
+        handle.write("tiny_pi/adder.py\n")
+    chapter = load_catalog(mini_course).chapters[0]
+    plan = reset_module.plan_reset(chapter, learner)
+    forced = reset_module._force_into_index
+
+    def loses_the_file(directory, env, states):  # type: ignore[no-untyped-def]
+        wanted = forced(directory, env, {})  # puts nothing in by force, as the old save did
+        return {**wanted, "tiny_pi/adder.py": ("100644", "0" * 40)}
+
+    monkeypatch.setattr(reset_module, "_force_into_index", loses_the_file)
+    with pytest.raises(CourseError, match="would not hold your version of tiny_pi/adder.py, so nothing was changed"):
+        reset_module.reset(chapter, plan)
+    assert (learner / "tiny_pi/adder.py").read_text() == WRONG
+    assert "course-saves" not in branches(learner)
