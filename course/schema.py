@@ -16,6 +16,7 @@ keys, or a key and the files on disk, stay in the loader.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -140,6 +141,7 @@ def _kind(annotation: Any) -> tuple[str, type | None]:
     raise TypeError(f"no chapter.toml kind for the annotation {annotation!r}")
 
 
+@functools.cache
 def keys(record: type) -> tuple[KeyInfo, ...]:
     """The chapter.toml keys of `record`, in the order it declares them."""
     hints = typing.get_type_hints(record)
