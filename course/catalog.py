@@ -152,7 +152,8 @@ class Chapter:
     )
     pytest_plugins: tuple[str, ...] = key("pytest plugins a run loads with -p (plugin autoload is off).", default=())
     warm_imports: tuple[str, ...] = key(
-        'Heavy libraries the tests import (like "hypothesis"): imported once by a warm worker (a speed hint only).',
+        'Heavy libraries the tests import (like "hypothesis"): a run host imports them once instead of once per run '
+        "(a speed hint only).",
         default=(),
     )
     time_limit: float = key(
