@@ -22,7 +22,7 @@ from course.context import CourseContext, pass_context
 from course.errors import UsageError
 from course.learner_diff import MISSING, SAME, compare, line_colour
 from course.render import colour_setting
-from course.reset import open_practice_repo, plan_reset, reset
+from course.reset import bring_back_line, open_practice_repo, plan_reset, reset
 from course.status import course_status, default_practice_dir, first_open_lab, read_last_test
 from course.watch import DEFAULT_DEBOUNCE_MS, WatchSession, choose_mode
 from course.workspace import practice_is_usable
@@ -262,8 +262,7 @@ def reset_command(ctx: CourseContext, chapter_id: str, directory: str, files: tu
     removed = len(plan.changes) - restored
     click.echo(f"Saved your versions as commit {short} (branch course-saves).")
     click.echo(f"Restored {restored} file(s), removed {removed}.")
-    example = plan.changes[0].path
-    click.echo(f"Bring a file back: git -C {target} checkout {short} -- {example}")
+    click.echo(bring_back_line(plan, sha))
     click.echo(f"Then: course test {chapter.nn} {target}")
 
 

@@ -151,9 +151,37 @@ def cli_rows(root: Path, catalog: Catalog, runs: int, scratch: Path) -> list[Row
                         "ratio <= 1.0", test / lean <= 1.0))
         rows.append(Row(f"course test {chapter.nn} DIR, no early host", fresh, "lean plain run in DIR", lean,
                         "(for comparison)", True))
-    verify = median_time(lambda: _run(course_command("verify"), root), runs)
-    rows.append(Row("course verify (all chapters)", verify, "-", None, "< 3 s on 2 cores", verify < 3.0))
+    rows += verify_rows(root, catalog, runs, scratch)
     return rows
+
+
+def verify_rows(root: Path, catalog: Catalog, runs: int, scratch: Path) -> list[Row]:
+    """A full `verify --fresh`, and `verify` after a one-line edit of the last chapter's lesson.
+
+    Both run on a copy of the course (COURSE_ROOT), so the edit never touches
+    checkpoints/, with a verdict store of their own.
+    """
+    copy = scratch / "course-copy"
+    if not copy.exists():
+        shutil.copytree(root / "checkpoints", copy / "checkpoints")
+        shutil.copyfile(root / "README.md", copy / "README.md")
+    env = {**os.environ, "COURSE_ROOT": str(copy), "COURSE_CACHE": str(scratch / "verify-cache")}
+    lesson = copy / "checkpoints" / catalog.chapters[-1].name / "README.md"
+    original = lesson.read_text(encoding="utf-8")
+    edits = iter(range(1_000_000))
+
+    def after_lesson_edit() -> None:
+        lesson.write_text(original + f"\n<!-- bench edit {next(edits)} -->\n", encoding="utf-8")
+        _run(course_command("verify"), root, env, ok_codes=(0, 1))
+
+    full, incremental = median_times(
+        [lambda: _run(course_command("verify", "--fresh"), root, env, ok_codes=(0, 1)), after_lesson_edit], runs
+    )
+    return [
+        Row("course verify --fresh (all chapters)", full, "-", None, "< 3 s on 2 cores", full < 3.0),
+        Row("course verify after a lesson edit", incremental, "verify --fresh", full, "ratio <= 0.3",
+            incremental / full <= 0.3),
+    ]
 
 
 def _teaching_time(chapter: Chapter, script: str, scratch: Path) -> float:
