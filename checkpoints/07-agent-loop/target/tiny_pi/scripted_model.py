@@ -1,0 +1,173 @@
+"""ScriptedModel: a test double that plays prepared turns through the real protocol.
+
+A turn is the final result one model call should have: an AssistantMessage,
+or a ScriptedFailure. The model never stores events. It projects the turn
+into the events a real provider would have sent (start, deltas, a terminal
+event), so one final message decides both the event trace and the result.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import TYPE_CHECKING, Any, Literal, Sequence, Union
+
+import attrs
+from attrs import field, frozen
+from attrs.validators import in_, instance_of, optional
+
+from tiny_pi.messages import (
+    ERROR_REASONS,
+    AgentContext,
+    AssistantMessage,
+    DoneEvent,
+    ErrorEvent,
+    ModelEvent,
+    StartEvent,
+    TextContent,
+    TextDeltaEvent,
+    ToolCall,
+    ToolCallDeltaEvent,
+    ToolCallEndEvent,
+    Usage,
+    assistant_message,
+    text,
+)
+from tiny_pi.model_stream import ModelCallStream
+
+if TYPE_CHECKING:
+    from tiny_pi.abort import AbortSignal
+
+NO_MORE_RESPONSES = "ScriptedModel has no more responses"
+REQUEST_ABORTED = "Request was aborted"
+
+
+@frozen
+class ScriptedFailure:
+    """A turn that fails: why it stopped, the diagnosis, and any text produced before."""
+
+    stop_reason: Literal["error", "aborted"] = field(validator=in_(ERROR_REASONS))
+    error_message: str = field(validator=instance_of(str))
+    partial_text: str | None = field(default=None, validator=optional(instance_of(str)))
+
+
+ScriptedTurn = Union[AssistantMessage, ScriptedFailure]
+
+
+def _are_turns(instance: Any, attribute: attrs.Attribute[Any], value: tuple[Any, ...]) -> None:
+    """A validator: the script holds only turns the model knows how to play."""
+    for turn in value:
+        if not isinstance(turn, (AssistantMessage, ScriptedFailure)):
+            raise TypeError(f"a turn is an AssistantMessage or a ScriptedFailure, got {turn!r}")
+
+
+@attrs.define
+class ScriptedModel:
+    """A Model that plays `turns` in order, one per call, and keeps every request.
+
+    `requests` holds a deep copy of each context as it was at call time, so
+    later changes to the caller's context cannot rewrite what the model saw.
+    `cursor` counts the calls: it is the index of the turn the next call takes.
+    """
+
+    turns: tuple[ScriptedTurn, ...] = field(converter=tuple, validator=_are_turns)
+    requests: list[AgentContext] = field(factory=list, init=False)
+    cursor: int = field(default=0, init=False)
+
+    def stream(
+        self,
+        context: AgentContext,
+        *,
+        signal: AbortSignal | None = None,
+        tools: Sequence[Any] | None = None,
+    ) -> ModelCallStream:
+        """The call: copy the request and take the turn now; play it inside `async with`.
+
+        `tools` are accepted as a provider accepts them (chapter 07's loop
+        offers them on every call) and change nothing: a script's turns are fixed.
+        """
+        self.requests.append(copy.deepcopy(context))
+        turn = self._take_turn()
+
+        async def produce(stream: ModelCallStream) -> None:
+            for event in events_for(turn, signal):
+                stream.push(event)
+
+        return ModelCallStream(produce)
+
+    def _take_turn(self) -> ScriptedTurn | None:
+        """The turn at the cursor, or None once the script is used up; the cursor always moves."""
+        turn = self.turns[self.cursor] if self.cursor < len(self.turns) else None
+        self.cursor += 1
+        return turn
+
+
+def events_for(turn: ScriptedTurn | None, signal: AbortSignal | None) -> list[ModelEvent]:
+    """Everything a consumer sees for one call, checked in this implementation's order.
+
+    An aborted signal wins over everything, then an exhausted script; both
+    end the call before any content, with a single error event.
+    """
+    if signal is not None and signal.aborted:
+        return [_failure_before_content("aborted", REQUEST_ABORTED)]
+    if turn is None:
+        return [_failure_before_content("error", NO_MORE_RESPONSES)]
+    return project(as_message(turn))
+
+
+def as_message(turn: ScriptedTurn) -> AssistantMessage:
+    """The canonical assistant message of a turn; a failure keeps its partial text."""
+    if isinstance(turn, AssistantMessage):
+        return turn
+    content = [text(turn.partial_text)] if turn.partial_text else []
+    return assistant_message(content, turn.stop_reason, error_message=turn.error_message)
+
+
+def project(message: AssistantMessage) -> list[ModelEvent]:
+    """Replay a finished message as the events that would have built it, block by block.
+
+    Every event carries its own partial: the message as it stands after that
+    event, with no usage and no error yet, and "stop" as its provisional reason.
+    """
+    partial = attrs.evolve(message, content=(), stop_reason="stop", usage=Usage(), error_message=None)
+    events: list[ModelEvent] = [StartEvent(partial=partial)]
+    for index, block in enumerate(message.content):
+        match block:
+            case TextContent():
+                partial = _with_block(partial, index, block)
+                events.append(TextDeltaEvent(content_index=index, delta=block.text, partial=partial))
+            case ToolCall():
+                events.extend(_tool_call_events(partial, index, block))
+                partial = _with_block(partial, index, block)
+    events.append(_terminal(message))
+    return events
+
+
+def _tool_call_events(partial: AssistantMessage, index: int, call: ToolCall) -> list[ModelEvent]:
+    """toolcall_delta with the raw argument text first, then toolcall_end with the call."""
+    raw = call.raw_arguments
+    if raw is None:
+        raw = json.dumps(call.arguments, separators=(",", ":"), ensure_ascii=False)
+    pending = attrs.evolve(call, arguments={}, raw_arguments=raw)
+    return [
+        ToolCallDeltaEvent(content_index=index, delta=raw, partial=_with_block(partial, index, pending)),
+        ToolCallEndEvent(content_index=index, tool_call=call, partial=_with_block(partial, index, call)),
+    ]
+
+
+def _with_block(partial: AssistantMessage, index: int, block: Any) -> AssistantMessage:
+    """A new partial whose content ends with `block` at position `index`."""
+    return attrs.evolve(partial, content=partial.content[:index] + (block,))
+
+
+def _terminal(message: AssistantMessage) -> ModelEvent:
+    """The last event: `error` for the two failure reasons, `done` for the three others."""
+    match message.stop_reason:
+        case "error" | "aborted" as reason:
+            return ErrorEvent(reason=reason, error=message)
+        case reason:
+            return DoneEvent(reason=reason, message=message)
+
+
+def _failure_before_content(reason: Literal["error", "aborted"], why: str) -> ErrorEvent:
+    return ErrorEvent(reason=reason, error=assistant_message([], reason, error_message=why))
