@@ -96,4 +96,5 @@ def unparsed_message(call: ToolCall) -> str:
 
 
 def returned_wrong_type(call: ToolCall, content: Any) -> str:
+    """A tool broke its promise: name the type it returned instead of text blocks."""
     return f"Tool {call.name!r} returned {type(content).__name__}, not a list of text blocks"

@@ -55,15 +55,18 @@ class TerminalPrinter:
                 self.finish_line()
 
     def write(self, piece: str) -> None:
+        """Show `piece` now: a pipe would otherwise hold it back until its buffer fills."""
         self.out.write(piece)
         self.out.flush()
         self.mid_line = not piece.endswith("\n")
 
     def line(self, line: str) -> None:
+        """A line of its own, even when the reply's text stopped mid-line."""
         self.finish_line()
         self.write(line + "\n")
 
     def finish_line(self) -> None:
+        """End the line in progress, if there is one."""
         if self.mid_line:
             self.write("\n")
 
@@ -75,11 +78,13 @@ def short(line: str, width: int = LINE_WIDTH) -> str:
 
 
 def describe_call(call: ToolCall) -> str:
+    """`[tool] read {"path": "README.md"}`: the call as the model wrote it."""
     arguments = call.raw_arguments if call.raw_arguments is not None else json.dumps(call.arguments)
     return short(f"[tool] {call.name} {arguments}")
 
 
 def describe_result(result: ToolResultMessage) -> str:
+    """`[ok] read: ...` or `[error] read: ...`: the start of what goes back to the model."""
     status = "error" if result.is_error else "ok"
     return short(f"[{status}] {result.tool_name}: {text_of(result)}")
 
