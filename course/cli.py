@@ -16,12 +16,13 @@ from course import output
 from course.cards import render_learning
 from course.catalog import Chapter
 from course.context import CourseContext, pass_context
-from course.checks import check_practice, excerpt, prove_chapter, red_light_check, verify
+from course.checks import ChapterTime, check_practice, excerpt, prove_chapter, red_light_check, run_spec, verify
 from course.errors import INTERRUPTED, CourseError
 from course.failures import digest
 from course.progress import save_result
 from course.render import show_lesson
 from course.runner import RunPool, RunResult
+from course.verdict_copy import verdict_copy
 from course.status import NOT_TESTED, chapter_progress
 from course.workspace import check_practice_target, make_practice_dir, practice_is_usable
 
@@ -84,21 +85,27 @@ def checkpoint(ctx: CourseContext, chapter_id: str, as_json: bool) -> None:
 
 @cli.command("verify")
 @click.argument("chapter_ids", nargs=-1)
+@click.option("--fresh", is_flag=True, help="Run every story again, even those whose inputs did not change.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
 @pass_context
-def verify_command(ctx: CourseContext, chapter_ids: tuple[str, ...], as_json: bool) -> None:
+def verify_command(ctx: CourseContext, chapter_ids: tuple[str, ...], fresh: bool, as_json: bool) -> None:
     """Prove every chapter (or the given ones) plus lineage and lesson cards."""
     catalog = ctx.catalog
     chapters = [catalog.resolve(c) for c in chapter_ids] if chapter_ids else list(catalog.chapters)
     started = time.monotonic()
-    checks = trio.run(verify, catalog, chapters)
+    times: list[ChapterTime] = []
+    checks = trio.run(verify, catalog, chapters, fresh, times)
     duration = time.monotonic() - started
     if as_json:
         output.emit_json(
-            output.report("verify", checks, duration, chapters=[c.name for c in chapters])
+            output.report("verify", checks, duration, chapters=[c.name for c in chapters],
+                          times=[{"chapter": t.chapter, "seconds": round(t.seconds, 3), "cached": t.cached}
+                                 for t in times])
         )
     else:
         output.checklist(checks, show_chapter=True)
+        click.echo("Stories: " + ", ".join(
+            f"{t.chapter} {'unchanged, verdict reused' if t.cached else f'{t.seconds:.1f} s'}" for t in times))
         output.summary_line(checks, duration, "The course holds", "The course does NOT hold")
     sys.exit(0 if all(check.ok for check in checks) else 1)
 
@@ -140,25 +147,29 @@ def practice(ctx: CourseContext, chapter_id: str, directory: str | None) -> None
 
 async def _first_run(chapter: Chapter, directory: Path) -> RunResult:
     async with RunPool(chapter.warm_imports) as pool:
-        return await pool.run(
-            directory, chapter.focused_tests, plugins=chapter.pytest_plugins, time_limit=chapter.time_limit
-        )
+        with verdict_copy(chapter, directory) as copy:
+            return await pool.run(run_spec(chapter, copy, chapter.focused_tests))
 
 
 @cli.command("test")
 @click.argument("chapter_id")
 @click.argument("directory", required=False)
 @click.option("--lab", "lab_id", help="Run only this lab's selection, e.g. 2.1.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True, max=3600),
+              help="Seconds the tests may take (default: the chapter's time limit).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
 @pass_context
-def test_command(ctx: CourseContext, chapter_id: str, directory: str | None, lab_id: str | None, as_json: bool) -> None:
+def test_command(
+    ctx: CourseContext, chapter_id: str, directory: str | None, lab_id: str | None, timeout: float | None,
+    as_json: bool,
+) -> None:
     """Run a chapter's focused tests (or one lab) in a practice dir and compare the counts."""
     chapter = ctx.chapter(chapter_id)
     lab = chapter.lab(lab_id) if lab_id else None
     target = ctx.learner_dir(chapter, directory)
     practice_is_usable(target)
     started = time.monotonic()
-    checks = trio.run(check_practice, chapter, target, lab)
+    checks = trio.run(check_practice, chapter, target, lab, None, timeout)
     duration = time.monotonic() - started
     save_result(target, chapter, lab, checks)
     next_step = _next_step(chapter, checks, lab)

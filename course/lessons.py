@@ -17,7 +17,7 @@ from pathlib import Path
 from attrs import frozen
 
 from course.catalog import Chapter
-from course.runner import isolated_env
+from course.runspec import run_environment
 from course.workspace import scratch_copy
 
 EXCERPT = "# file:"
@@ -125,7 +125,7 @@ def check_runnable(examples: list[Block], target: Path, time_limit: float = 120)
             [sys.executable, "-c", _RUN_EXAMPLES],
             input=json.dumps([block.code for block in examples]),
             cwd=copy,
-            env=isolated_env(),
+            env=run_environment(),
             capture_output=True,
             text=True,
             timeout=time_limit,
