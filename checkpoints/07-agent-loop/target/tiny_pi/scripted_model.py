@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import TYPE_CHECKING, Any, Literal, Sequence, Union
+from typing import TYPE_CHECKING, Any, Literal, Union
 
 import attrs
 from attrs import field, frozen
@@ -79,7 +79,7 @@ class ScriptedModel:
         context: AgentContext,
         *,
         signal: AbortSignal | None = None,
-        tools: Sequence[Any] | None = None,
+        tools: Any = None,
     ) -> ModelCallStream:
         """The call: copy the request and take the turn now; play it inside `async with`.
 
