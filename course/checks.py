@@ -21,6 +21,14 @@ from course.cards import CHAPTERS_BEGIN, CHAPTERS_END, between, lesson_card, ren
 from course import verify_cache
 from course.catalog import Catalog, Chapter, Lab
 from course.errors import ChapterError
+from course.lessons import (
+    COPY_SHARE_GOAL,
+    LESSON_LINE_LIMIT,
+    copy_share,
+    lesson_length,
+    rung_problems,
+    unstated_messages,
+)
 from course.lineage import lineage_problems
 from course.runner import (
     COLLECTION_ERROR, CONFIG_ERROR, CRASHED, FAILED, FAILING, MEMORY, NO_TESTS, PASSED, TIMEOUT, RunPool,
@@ -293,6 +301,59 @@ def integrity_checks(catalog: Catalog, chapter: Chapter) -> list[Check]:
             ok=card == fresh,
             expected="the lesson's card matches chapter.toml",
             actual=actual,
+        )
+    )
+    return checks + depth_checks(chapter)
+
+
+def depth_checks(chapter: Chapter) -> list[Check]:
+    """Does the lesson leave the core to the learner and state everything the tests check?"""
+    checks = []
+    if chapter.mode == "rebuild":
+        share = copy_share(chapter)
+        checks.append(
+            Check(
+                chapter=chapter.name,
+                kind="copy-share",
+                name="the lesson leaves the core to the learner",
+                ok=share.share <= COPY_SHARE_GOAL,
+                expected=f"at most {round(COPY_SHARE_GOAL * 100)} % of the new teaching-file lines in the lesson's code blocks",
+                actual=f"copy share {share.percent} % ({share.copied} of {share.total} new lines)",
+                detail="lines the lesson prints verbatim: python -m tools.depth " + chapter.nn + " --copied",
+            )
+        )
+    unstated = unstated_messages(chapter)
+    checks.append(
+        Check(
+            chapter=chapter.name,
+            kind="messages",
+            name="every message text a test checks is stated in the lesson or hints",
+            ok=not unstated,
+            expected="each tested message text appears in the lesson or a hint",
+            actual=f"{len(unstated)} not stated" if unstated else "all stated",
+            detail="\n".join(f"{m.test_file}:{m.line} {m.how} {m.text!r}" for m in unstated),
+        )
+    )
+    problems = rung_problems(chapter)
+    checks.append(
+        Check(
+            chapter=chapter.name,
+            kind="hint-rungs",
+            name="each lab's last hint rung holds its code, word for word",
+            ok=not problems,
+            expected="every last rung's `# file:` excerpts match the target and show whole functions",
+            actual="; ".join(problems) if problems else "they do",
+        )
+    )
+    length = lesson_length(chapter)
+    checks.append(
+        Check(
+            chapter=chapter.name,
+            kind="lesson-length",
+            name="the lesson is one sitting long",
+            ok=length < LESSON_LINE_LIMIT,
+            expected=f"under {LESSON_LINE_LIMIT} lines",
+            actual=f"{length} lines",
         )
     )
     return checks

@@ -54,11 +54,13 @@ def list_command(ctx: CourseContext) -> None:
 @cli.command()
 @click.argument("chapter_id")
 @click.option("--pager", is_flag=True, help="Page the rendered lesson (less -R style).")
+@click.option("--answers", is_flag=True, help="Open the folded answer keys in a terminal.")
 @pass_context
-def show(ctx: CourseContext, chapter_id: str, pager: bool) -> None:
-    """The lesson of a chapter: rendered in a terminal, plain Markdown when piped."""
+def show(ctx: CourseContext, chapter_id: str, pager: bool, answers: bool) -> None:
+    """The lesson of a chapter: rendered in a terminal (answer keys folded), plain Markdown when piped."""
     chapter = ctx.chapter(chapter_id)
-    show_lesson(chapter.lesson.read_text(encoding="utf-8"), pager=pager)
+    how_to_open = None if answers else f"course show {chapter.nn} --answers"
+    show_lesson(chapter.lesson.read_text(encoding="utf-8"), pager=pager, how_to_open=how_to_open)
 
 
 @cli.command()

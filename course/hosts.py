@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from course.runspec import run_environment
+from course.run_env import run_environment
 
 HOST_SCRIPT = Path(__file__).with_name("runhost.py")
 

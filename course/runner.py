@@ -1,6 +1,7 @@
 """Running a snapshot's tests in isolation: the public names, gathered from small modules.
 
-- course/runspec.py: RunSpec, the one value that describes a run, and its environment;
+- course/runspec.py: RunSpec, the one value that describes a run;
+- course/run_env.py: the environment of every run;
 - course/runhost.py: the program that runs tests (a host: pytest imported, a forked child per run);
 - course/hosts.py: starting hosts, early or just in time;
 - course/runs.py: running a spec on a host, and the pool of hosts of one command;
@@ -25,7 +26,8 @@ from course.results import (
     timeout_message,
 )
 from course.runs import RunPool
-from course.runspec import RunSpec, run_environment
+from course.run_env import run_environment
+from course.runspec import RunSpec
 
 __all__ = [
     "COLLECTION_ERROR", "CONFIG_ERROR", "CRASHED", "ERROR", "FAILED", "FAILING", "MEMORY", "NOT_RUN",

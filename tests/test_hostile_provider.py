@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from conftest import CHECKPOINTS
-from course.runspec import run_environment
+from course.run_env import run_environment
 from course.workspace import copy_snapshot
 from tools.fuzz_provider import WORKER, fuzz
 

@@ -26,7 +26,7 @@ import attrs
 import click
 
 from course.catalog import Catalog, Chapter, find_root, load_catalog
-from course.runspec import run_environment
+from course.run_env import run_environment
 from course.workspace import copy_snapshot
 
 

@@ -39,7 +39,7 @@ from attrs import frozen
 
 from course.catalog import find_root, load_catalog
 from course.errors import CourseError, UsageError
-from course.runspec import run_environment
+from course.run_env import run_environment
 from course.workspace import copy_snapshot
 
 WORKER = Path(__file__).with_name("fuzz_provider_worker.py")

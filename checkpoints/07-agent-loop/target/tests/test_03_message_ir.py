@@ -106,45 +106,45 @@ def test_done_terminal_arrives_after_progress_events():
 # file already imports in labs 3.1 and 3.2, before they exist.
 
 
-def test_json_round_trip_keeps_wire_names_and_values():
+def test_json_round_trip_keeps_transcript_keys_and_values():
     from tiny_pi.messages import from_json, to_json
 
     transcript = readme_transcript()
 
     saved = to_json(transcript)
-    wire = json.loads(saved)
+    data = json.loads(saved)
 
-    assert [set(item) for item in wire] == [
+    assert [set(item) for item in data] == [
         {"role", "content", "timestamp"},
         {"role", "content", "provider", "model", "usage", "stopReason", "timestamp"},
         {"role", "toolCallId", "toolName", "content", "isError", "timestamp"},
     ]
-    assert wire[1]["content"][1] == {
+    assert data[1]["content"][1] == {
         "type": "toolCall",
         "id": "call_1",
         "name": "read",
         "arguments": {"path": "README.md"},
     }
-    assert wire[1]["usage"] == {"input": 18, "output": 12, "totalTokens": 30}
-    assert wire[2]["toolCallId"] == wire[1]["content"][1]["id"]
+    assert data[1]["usage"] == {"input": 18, "output": 12, "totalTokens": 30}
+    assert data[2]["toolCallId"] == data[1]["content"][1]["id"]
     assert from_json(saved) == transcript
 
 
 def test_json_load_names_an_unknown_key():
     from tiny_pi.messages import TranscriptError, from_json, to_json
 
-    wire = json.loads(to_json(readme_transcript()))
-    wire[1]["stop_reason"] = wire[1].pop("stopReason")
+    data = json.loads(to_json(readme_transcript()))
+    data[1]["stop_reason"] = data[1].pop("stopReason")
 
     with pytest.raises(TranscriptError, match=r"messages\[1\]: unknown key 'stop_reason'"):
-        from_json(json.dumps(wire))
+        from_json(json.dumps(data))
 
 
 def test_json_load_names_a_missing_key():
     from tiny_pi.messages import TranscriptError, from_json, to_json
 
-    wire = json.loads(to_json(readme_transcript()))
-    del wire[2]["toolCallId"]
+    data = json.loads(to_json(readme_transcript()))
+    del data[2]["toolCallId"]
 
     with pytest.raises(TranscriptError, match=r"messages\[2\]: missing key 'toolCallId'"):
-        from_json(json.dumps(wire))
+        from_json(json.dumps(data))
