@@ -708,6 +708,42 @@ def test_http_the_api_key_appears_nowhere_but_the_header():
     assert SECRET not in repr(model)
     assert SECRET not in str(play(model)[1])
 
+KEY_ECHOES = {
+    # how a server or a transport can echo the key back: (reads, status, content type, a failure)
+    "an HTTP error in plain text": ([f"no such key {SECRET} here".encode()], 500, "text/plain", None),
+    "an HTTP error in JSON": ([json.dumps({"error": {"message": f"bad key {SECRET}"}}).encode()], 401,
+                              "application/json", None),
+    "an error object mid-stream": ([sse([says("Hi"), {"error": {"message": f"key {SECRET} revoked"}}])], 200,
+                                   "text/event-stream", None),
+    "a whole answer that is not JSON": ([f'{{"key": "{SECRET}'.encode()], 200, "application/json", None),
+    "a transport error": ([sse(TEXT_ONLY[:2]), b"boom"], 200, "text/event-stream",
+                          httpx.ReadError(f"reset while sending {SECRET}")),
+}
+
+
+@pytest.mark.parametrize("path", sorted(KEY_ECHOES))
+def test_http_the_api_key_is_scrubbed_on_every_error_path(path):
+    reads, status, content_type, failure = KEY_ECHOES[path]
+
+    async def pause(read):
+        if read == b"boom":
+            raise failure
+
+    events, message = play(mock_model(reads, status=status, content_type=content_type, pause=pause))
+
+    assert failed(events) is message
+    assert SECRET[:8] not in message.error_message, message.error_message
+
+
+def test_http_an_error_text_is_scrubbed_before_it_is_cut():
+    for before in range(150, 200):  # the key straddles the 200-character cut somewhere in here
+        body = ("x" * before + SECRET + " is not a valid key").encode()
+
+        events, message = play(mock_model([body], status=500, content_type="text/plain"))
+
+        assert SECRET[:8] not in message.error_message, (before, message.error_message)
+        assert len(message.error_message) <= 200
+
 
 def test_http_error_object_mid_stream():
     events, message = play(mock_model([sse(ERROR_MID_STREAM)]))
