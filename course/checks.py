@@ -439,6 +439,16 @@ def readme_checks(catalog: Catalog) -> list[Check]:
 # A learner's practice dir ------------------------------------------------------------
 
 
+def _as_if_in(run: RunResult, copy: Path, directory: Path) -> RunResult:
+    """The run's texts with the throw-away copy's path replaced by the learner's own dir."""
+
+    def mapped(text: str) -> str:
+        return text.replace(str(copy), str(directory))
+
+    tests = tuple(attrs.evolve(case, message=mapped(case.message), details=mapped(case.details)) for case in run.tests)
+    return attrs.evolve(run, output=mapped(run.output), tests=tests)
+
+
 async def check_practice(
     chapter: Chapter, directory: Path, lab: Lab | None = None, pool: RunPool | None = None,
     time_limit: float | None = None,
@@ -452,7 +462,7 @@ async def check_practice(
             return await check_practice(chapter, directory, lab, own_pool, time_limit)
     with verdict_copy(chapter, directory) as copy:
         run = await pool.run(run_spec(chapter, copy, chapter.focused_tests, time_limit))
-    run = attrs.evolve(run, output=run.output.replace(str(copy), str(directory)))
+    run = _as_if_in(run, copy, directory)
     labs = [lab] if lab is not None else list(chapter.labs)
     checks = [lab_check(chapter, one, run) for one in labs]
     if lab is None:

@@ -212,3 +212,11 @@ def test_verify_reuses_a_story_only_while_nothing_it_reads_changed(mini_course: 
     assert fresh.returncode == 0
     assert [t["cached"] for t in json.loads(fresh.stdout)["times"]] == [False]
     assert list(fresh_verify_cache.iterdir()), "nothing was stored outside checkpoints/"
+
+
+def test_a_failure_names_the_learners_own_files_never_the_throw_away_copy(mini_course: Path, unsolved: Path) -> None:
+    (unsolved / "tiny_pi/adder.py").write_text("def add(a, b):\n    raise ValueError('failed in ' + __file__)\n")
+    result, _, _ = run_course(mini_course, "test", "1", str(unsolved))
+    assert result.returncode == 1
+    assert f"failed in {unsolved / 'tiny_pi/adder.py'}" in result.stdout, result.stdout
+    assert "course-verdict-" not in result.stdout
