@@ -8,6 +8,7 @@ Independent runs go in parallel, bounded by the number of cores.
 
 from __future__ import annotations
 
+import shlex
 import time
 from functools import partial
 from pathlib import Path
@@ -476,7 +477,10 @@ async def check_practice(
                 name="your tests and config",
                 ok=True,
                 expected="the chapter's own",
-                actual="differ from the chapter's, so the verdict used the chapter's: " + ", ".join(differing),
+                actual="differ from the chapter's, so the verdict used the chapter's: " + ", ".join(differing)
+                + "; to take the chapter's versions: "
+                + " ".join(shlex.join(["course", "reset", chapter.nn, str(directory), "--file", name]) for name in differing[:1])
+                + (" (and the same for each file named)" if len(differing) > 1 else ""),
             )
         )
     return checks
