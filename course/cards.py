@@ -11,11 +11,14 @@ import shlex
 from typing import Sequence
 
 from course.catalog import Chapter, Lab
+from course.schema import markdown_tables
 
 CARD_BEGIN = "<!-- card:begin -->"
 CARD_END = "<!-- card:end -->"
 CHAPTERS_BEGIN = "<!-- chapters:begin -->"
 CHAPTERS_END = "<!-- chapters:end -->"
+KEYS_BEGIN = "<!-- keys:begin -->"
+KEYS_END = "<!-- keys:end -->"
 
 
 def plain_pytest(chapter: Chapter, lab: Lab | None = None) -> str:
@@ -116,6 +119,11 @@ def render_chapter_list(chapters: Sequence[Chapter]) -> str:
         lesson = f"[{chapter.name}](checkpoints/{chapter.name}/README.md)"
         lines.append(f"| {lesson} | {chapter.title} | {chapter.mode} | {labs} | {chapter.expected_passed} |")
     return "\n".join(lines) + "\n"
+
+
+def render_key_tables() -> str:
+    """The chapter.toml key tables of checkpoints/README.md, from the records' own declarations."""
+    return markdown_tables(Chapter)
 
 
 def between(text: str, begin: str, end: str) -> str | None:

@@ -4,6 +4,10 @@ chapter.toml is the one source of truth for a chapter; everything the CLI
 prints, checks or generates comes from these records. Loading fails loudly
 with a message that names the chapter, the key and the file, because an
 author who gets a traceback instead has to guess which of five files is wrong.
+
+Each key is declared once, as a field of the record it fills (`key(...)` of
+course.schema): type, default, doc line and single-value checks. The loader
+below adds only the checks that relate keys to each other and to the disk.
 """
 
 from __future__ import annotations
@@ -11,13 +15,13 @@ from __future__ import annotations
 import os
 import re
 import tomllib
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
-import attrs
-from attrs import field, frozen
+from attrs import frozen
 
 from course.errors import ChapterError, UsageError
+from course.schema import key, read_table
 
 CHAPTER_FILE = "chapter.toml"
 DIR_PATTERN = re.compile(r"^(\d{2})-([a-z0-9]+(?:-[a-z0-9]+)*)$")
@@ -50,27 +54,40 @@ def chapter_name(number: int, slug: str) -> str:
 class FirstRedLight:
     """What the focused tests must show on the parent, and why."""
 
-    kind: str = field(validator=attrs.validators.in_(RED_LIGHT_KINDS))
-    fragments: tuple[str, ...] = field(converter=_tuple_of_str)
-    explanation: str
-
-    @fragments.validator
-    def _check_fragments(self, attribute: attrs.Attribute, value: tuple[str, ...]) -> None:
-        if not value:
-            raise ValueError("needs at least one fragment: a red light must be recognisable")
+    kind: str = key("What a run of the focused tests on parent ends in.", choices=RED_LIGHT_KINDS)
+    fragments: tuple[str, ...] = key(
+        "Texts that must all appear in that run's output.",
+        converter=_tuple_of_str,
+        nonempty="needs at least one fragment: a red light must be recognisable",
+    )
+    explanation: str = key("One sentence shown to the learner when the red light appears.")
 
 
 @frozen
 class Lab:
     """One step of a chapter: a pytest selection that must pass with a known count."""
 
-    id: str
-    title: str
-    expected_passed: int
-    select: str | None = None
-    nodes: tuple[str, ...] = field(default=(), converter=_tuple_of_str)
-    goal: str = ""
-    hints: tuple[str, ...] = field(default=(), converter=_tuple_of_str)
+    id: str = key("The chapter's number, a dot and the lab's number, like `2.1`.")
+    title: str = key("The lab's name in the lesson, the card and `course test --lab`.")
+    expected_passed: int = key("Tests of the lab that pass on target.", at_least=0)
+    select: str | None = key(
+        'Parts of test names joined by " or ", like "queued or waiting" (the course judges them itself). '
+        "A lab has exactly one of `select` and `nodes`.",
+        default=None,
+        pattern=SELECT_PATTERN,
+        pattern_hint="parts of test names joined by ' or ', like 'text_projection or terminal'",
+    )
+    nodes: tuple[str, ...] = key(
+        'Node ids of focused tests, like "tests/test_02_event_stream.py::test_x".',
+        default=(),
+        converter=_tuple_of_str,
+    )
+    goal: str = key("What passing this lab proves.", default="")
+    hints: tuple[str, ...] = key(
+        "The hint ladder, one rung per `course hint --next`: where to look, the signature, the idea, a sketch; the last rung holds the full code (see Lesson depth, below).",
+        default=(),
+        converter=_tuple_of_str,
+    )
 
     def selects(self, node_id: str) -> bool:
         """Whether the test `node_id` belongs to this lab (judged from its name alone).
@@ -94,12 +111,14 @@ class Lab:
 class RedLight:
     """A red-light exercise: a patch that breaks target in one documented way."""
 
-    id: str
-    title: str
-    patch: str
-    test: str
-    fragment: str
-    learn: str
+    id: str = key("The chapter's number, `.R` and the exercise's number, like `2.R1`.")
+    title: str = key("The exercise's name in the lesson and the card.")
+    patch: str = key(
+        "A unified diff against target, relative to the chapter (applied with git apply -p1).", relative_paths=True
+    )
+    test: str = key("The node id of the focused test the patch must make fail.")
+    fragment: str = key("Text the failure output must show.")
+    learn: str = key("What the learner should take away.")
 
 
 @frozen
@@ -107,24 +126,46 @@ class Chapter:
     """Everything the course knows about one chapter."""
 
     root: Path
-    number: int
-    slug: str
-    title: str
-    mode: str = field(validator=attrs.validators.in_(MODES))
-    summary: str
-    teaching_files: tuple[str, ...]
-    focused_tests: tuple[str, ...]
-    expected_passed: int
-    first_step: str
-    first_red_light: FirstRedLight
-    labs: tuple[Lab, ...]
-    redlights: tuple[RedLight, ...]
-    starter_files: tuple[str, ...] = ()
-    lesson_files: tuple[str, ...] = ()
-    pytest_plugins: tuple[str, ...] = ()
-    warm_imports: tuple[str, ...] = ()
-    time_limit: float = DEFAULT_TIME_LIMIT
-    memory_limit: float = DEFAULT_MEMORY_LIMIT
+    number: int = key("The NN of the chapter's directory.")
+    slug: str = key("The slug of the chapter's directory.")
+    title: str = key("The chapter's title, as the lesson and `course list` show it.")
+    mode: str = key("rebuild: practice starts from parent; observe: practice exports target.", choices=MODES)
+    summary: str = key("One line shown by `course list`.")
+    teaching_files: tuple[str, ...] = key(
+        "What the learner writes, relative to a snapshot.", relative_paths=True
+    )
+    focused_tests: tuple[str, ...] = key(
+        "The chapter's test files, relative to a snapshot.", relative_paths=True, nonempty="names no test file"
+    )
+    expected_passed: int = key("Passed tests of the focused file(s) on target.", at_least=0)
+    first_step: str = key("What the learner does before looking at the target.")
+    first_red_light: FirstRedLight = key("What the focused tests must show on parent, and why.")
+    labs: tuple[Lab, ...] = key("The chapter's steps, in order.")
+    redlights: tuple[RedLight, ...] = key("Exercises that break target in one documented way each.")
+    starter_files: tuple[str, ...] = key(
+        "Files parent adds or changes besides the focused tests (stubs the learner fills in).",
+        default=(),
+        relative_paths=True,
+    )
+    lesson_files: tuple[str, ...] = key(
+        "Files target changes that the learner copies rather than writes.", default=(), relative_paths=True
+    )
+    pytest_plugins: tuple[str, ...] = key("pytest plugins a run loads with -p (plugin autoload is off).", default=())
+    warm_imports: tuple[str, ...] = key(
+        'Heavy libraries the tests import (like "hypothesis"): a run host imports them once instead of once per run '
+        "(a speed hint only).",
+        default=(),
+    )
+    time_limit: float = key(
+        "Seconds per isolated test run.", default=DEFAULT_TIME_LIMIT, above=0, at_most=MAX_TIME_LIMIT, unit="seconds"
+    )
+    memory_limit: float = key(
+        "GiB of memory per isolated test run.",
+        default=DEFAULT_MEMORY_LIMIT,
+        above=0,
+        at_most=MAX_MEMORY_LIMIT,
+        unit="GiB",
+    )
 
     @property
     def nn(self) -> str:
@@ -188,47 +229,9 @@ class Catalog:
 
 
 # Loading -------------------------------------------------------------------
-
-_TOP_KEYS = {
-    "number": int,
-    "slug": str,
-    "title": str,
-    "mode": str,
-    "summary": str,
-    "teaching_files": list,
-    "focused_tests": list,
-    "expected_passed": int,
-    "first_step": str,
-    "first_red_light": dict,
-    "labs": list,
-    "redlights": list,
-    "starter_files": list,
-    "lesson_files": list,
-    "pytest_plugins": list,
-    "warm_imports": list,
-    "time_limit": (int, float),
-    "memory_limit": (int, float),
-}
-_OPTIONAL_TOP = {"starter_files", "lesson_files", "pytest_plugins", "warm_imports", "time_limit", "memory_limit"}
-_RED_LIGHT_KEYS = {"kind": str, "fragments": list, "explanation": str}
-_LAB_KEYS = {
-    "id": str,
-    "title": str,
-    "expected_passed": int,
-    "select": str,
-    "nodes": list,
-    "goal": str,
-    "hints": list,
-}
-_OPTIONAL_LAB = {"select", "nodes", "goal", "hints"}
-_REDLIGHT_KEYS = {
-    "id": str,
-    "title": str,
-    "patch": str,
-    "test": str,
-    "fragment": str,
-    "learn": str,
-}
+# The keys, their types, defaults and single-value checks are the records' own
+# (course.schema); what follows checks what relates keys to each other, to the
+# chapter's directory and to the files on disk.
 
 
 class _Reader:
@@ -239,34 +242,13 @@ class _Reader:
         self.where = where
 
     def fail(self, key: str, problem: str) -> ChapterError:
-        place = f"{self.where}.{key}" if self.where else key
+        place = f"{self.where}.{key}" if self.where and key else self.where or key
         return ChapterError(f"{self.path}: key '{place}': {problem}")
 
-    def table(
-        self, data: dict[str, Any], schema: dict[str, Any], optional: set[str]
-    ) -> dict[str, Any]:
-        for key in data:
-            if key not in schema:
-                known = ", ".join(sorted(schema))
-                raise self.fail(key, f"unknown key (known keys: {known})")
-        for key, kind in schema.items():
-            if key not in data:
-                if key in optional:
-                    continue
-                raise self.fail(key, "missing")
-            value = data[key]
-            if isinstance(value, bool) or not isinstance(value, kind):
-                raise self.fail(key, f"expected {_kind_name(kind)}, got {value!r}")
-            if isinstance(value, list) and not all(isinstance(v, (str, dict)) for v in value):
-                raise self.fail(key, f"expected a list of strings or tables, got {value!r}")
-        return data
-
-
-def _kind_name(kind: Any) -> str:
-    names = {int: "an integer", str: "a string", list: "a list", dict: "a table"}
-    if isinstance(kind, tuple):
-        return "a number"
-    return names.get(kind, str(kind))
+    def table(self, data: Any, record: type, shape: str) -> dict[str, Any]:
+        if not isinstance(data, dict):
+            raise self.fail("", f"expected {shape}, got {data!r}")
+        return read_table(data, record, self.fail)
 
 
 def load_chapter(root: Path) -> Chapter:
@@ -282,123 +264,46 @@ def load_chapter(root: Path) -> Chapter:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
         raise ChapterError(f"{path}: not valid TOML: {error}") from None
     top = _Reader(path, "")
-    top.table(data, _TOP_KEYS, _OPTIONAL_TOP)
-    for key in ("teaching_files", "focused_tests", "starter_files", "lesson_files", "pytest_plugins", "warm_imports"):
-        if not all(isinstance(v, str) for v in data.get(key, [])):
-            raise top.fail(key, "expected a list of strings")
-    if data["number"] != int(match.group(1)):
-        raise top.fail("number", f"is {data['number']} but the directory says {match.group(1)}")
-    if data["slug"] != match.group(2):
-        raise top.fail("slug", f"is {data['slug']!r} but the directory says {match.group(2)!r}")
-    if data["mode"] not in MODES:
-        raise top.fail("mode", f"must be one of {', '.join(MODES)}, got {data['mode']!r}")
-    if not data["focused_tests"]:
-        raise top.fail("focused_tests", "names no test file")
-    for key in ("teaching_files", "focused_tests", "starter_files", "lesson_files"):
-        for name in data.get(key, []):
-            _check_relative(top, key, name)
-    if data["expected_passed"] < 0:
-        raise top.fail("expected_passed", f"must be 0 or more, got {data['expected_passed']}")
-    if "time_limit" in data and not (0 < data["time_limit"] <= MAX_TIME_LIMIT):  # also false for nan
-        raise top.fail("time_limit", f"must be a number of seconds above 0 and at most {MAX_TIME_LIMIT:g}, "
-                       f"got {data['time_limit']!r}")
-    if "memory_limit" in data and not (0 < data["memory_limit"] <= MAX_MEMORY_LIMIT):
-        raise top.fail("memory_limit", f"must be a number of GiB above 0 and at most {MAX_MEMORY_LIMIT:g}, "
-                       f"got {data['memory_limit']!r}")
-    red = _Reader(path, "first_red_light").table(data["first_red_light"], _RED_LIGHT_KEYS, set())
-    if red["kind"] not in RED_LIGHT_KINDS:
-        raise _Reader(path, "first_red_light").fail(
-            "kind", f"must be one of {', '.join(RED_LIGHT_KINDS)}, got {red['kind']!r}"
-        )
-    if not red["fragments"]:
-        raise _Reader(path, "first_red_light").fail("fragments", "needs at least one fragment")
-    labs = tuple(_load_lab(path, i, raw, data["number"], data["focused_tests"]) for i, raw in enumerate(data["labs"]))
-    redlights = tuple(
-        _load_redlight(path, i, raw, data["focused_tests"]) for i, raw in enumerate(data["redlights"])
-    )
+    values = top.table(data, Chapter, "a table")
+    if values["number"] != int(match.group(1)):
+        raise top.fail("number", f"is {values['number']} but the directory says {match.group(1)}")
+    if values["slug"] != match.group(2):
+        raise top.fail("slug", f"is {values['slug']!r} but the directory says {match.group(2)!r}")
+    red = _Reader(path, "first_red_light").table(values["first_red_light"], FirstRedLight, "a table")
+    focused = values["focused_tests"]
+    labs = tuple(_load_lab(path, i, raw, values["number"], focused) for i, raw in enumerate(values["labs"]))
+    redlights = tuple(_load_redlight(path, i, raw, focused) for i, raw in enumerate(values["redlights"]))
     _unique(path, "labs", [lab.id for lab in labs])
     _unique(path, "redlights", [r.id for r in redlights])
     chapter = Chapter(
-        root=root,
-        number=data["number"],
-        slug=data["slug"],
-        title=data["title"],
-        mode=data["mode"],
-        summary=data["summary"],
-        teaching_files=tuple(data["teaching_files"]),
-        focused_tests=tuple(data["focused_tests"]),
-        expected_passed=data["expected_passed"],
-        first_step=data["first_step"],
-        first_red_light=FirstRedLight(**red),
-        labs=labs,
-        redlights=redlights,
-        starter_files=tuple(data.get("starter_files", ())),
-        lesson_files=tuple(data.get("lesson_files", ())),
-        pytest_plugins=tuple(data.get("pytest_plugins", ())),
-        warm_imports=tuple(data.get("warm_imports", ())),
-        time_limit=float(data.get("time_limit", DEFAULT_TIME_LIMIT)),
-        memory_limit=float(data.get("memory_limit", DEFAULT_MEMORY_LIMIT)),
+        root=root, **{**values, "first_red_light": FirstRedLight(**red), "labs": labs, "redlights": redlights}
     )
     _check_files(path, chapter)
     return chapter
 
 
-def _load_lab(path: Path, index: int, raw: Any, number: int, focused: list[str]) -> Lab:
+def _load_lab(path: Path, index: int, raw: Any, number: int, focused: tuple[str, ...]) -> Lab:
     reader = _Reader(path, f"labs[{index}]")
-    if not isinstance(raw, dict):
-        raise reader.fail("", "each lab is a [[labs]] table")
-    reader.table(raw, _LAB_KEYS, _OPTIONAL_LAB)
-    if not re.fullmatch(rf"{number}\.\d+", raw["id"]):
-        raise reader.fail("id", f"must look like '{number}.1' (chapter.lab), got {raw['id']!r}")
-    if ("select" in raw) == ("nodes" in raw):
+    values = reader.table(raw, Lab, "a [[labs]] table")
+    if not re.fullmatch(rf"{number}\.\d+", values["id"]):
+        raise reader.fail("id", f"must look like '{number}.1' (chapter.lab), got {values['id']!r}")
+    if ("select" in values) == ("nodes" in values):
         raise reader.fail("select", "a lab needs exactly one of 'select' (a -k expression) or 'nodes'")
-    if "nodes" in raw and not raw["nodes"]:
+    if "nodes" in values and not values["nodes"]:
         raise reader.fail("nodes", "is empty: a lab must select at least one test")
-    if "select" in raw and not SELECT_PATTERN.match(raw["select"]):
-        raise reader.fail("select", f"must be parts of test names joined by ' or ', like "
-                          f"'text_projection or terminal', got {raw['select']!r}")
-    if raw["expected_passed"] < 0:
-        raise reader.fail("expected_passed", f"must be 0 or more, got {raw['expected_passed']}")
-    for node in raw.get("nodes", []):
-        if not isinstance(node, str) or node.split("::")[0] not in focused:
+    for node in values.get("nodes", ()):
+        if node.split("::")[0] not in focused:
             raise reader.fail("nodes", f"{node!r} is not a test of a focused test file ({', '.join(focused)})")
-    return Lab(**raw)
+    return Lab(**values)
 
 
-def _check_relative(reader: _Reader, key: str, name: str) -> None:
-    """A file named in chapter.toml stays inside its snapshot (or chapter) and reads as a file.
-
-    These names become paths the tools read and write (`course reset` restores
-    teaching files into a learner's dir, `course diff` shows them) and
-    arguments of pytest runs: an absolute path or `..` would reach outside,
-    and a leading `-` would be read as an option.
-    """
-    pure = PurePosixPath(name)
-    if (
-        not name
-        or pure.is_absolute()
-        or ".." in pure.parts
-        or "\\" in name
-        or name.startswith("-")
-        or pure.as_posix() != name
-    ):
-        raise reader.fail(
-            key,
-            f"{name!r} must be a plain relative path that stays inside (not absolute, no '..', "
-            "no leading '-'), like 'tiny_pi/messages.py'",
-        )
-
-
-def _load_redlight(path: Path, index: int, raw: Any, focused: list[str]) -> RedLight:
+def _load_redlight(path: Path, index: int, raw: Any, focused: tuple[str, ...]) -> RedLight:
     reader = _Reader(path, f"redlights[{index}]")
-    if not isinstance(raw, dict):
-        raise reader.fail("", "each red-light exercise is a [[redlights]] table")
-    reader.table(raw, _REDLIGHT_KEYS, set())
-    _check_relative(reader, "patch", raw["patch"])
-    test_file = raw["test"].split("::")[0]
+    values = reader.table(raw, RedLight, "a [[redlights]] table")
+    test_file = values["test"].split("::")[0]
     if test_file not in focused:
-        raise reader.fail("test", f"{raw['test']!r} is not in a focused test file ({', '.join(focused)})")
-    return RedLight(**raw)
+        raise reader.fail("test", f"{values['test']!r} is not in a focused test file ({', '.join(focused)})")
+    return RedLight(**values)
 
 
 def _unique(path: Path, key: str, ids: list[str]) -> None:

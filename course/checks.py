@@ -8,24 +8,43 @@ Independent runs go in parallel, bounded by the number of cores.
 
 from __future__ import annotations
 
+import shlex
+import time
 from functools import partial
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Sequence
 
+import attrs
 import trio
 import attrs
 from attrs import field, frozen
 
 from course.cards import CHAPTERS_BEGIN, CHAPTERS_END, between, lesson_card, render_card, render_chapter_list
+from course import verify_cache
 from course.catalog import Catalog, Chapter, Lab
 from course.errors import ChapterError
+from course.lessons import (
+    COPY_SHARE_GOAL,
+    LESSON_LINE_LIMIT,
+    copy_share,
+    lesson_length,
+    rung_problems,
+    unstated_messages,
+)
 from course.lineage import lineage_problems
-from course.runner import COLLECTION_ERROR, CRASHED, FAILED, PASSED, TIMEOUT, RunPool, RunResult
+from course.runner import (
+    COLLECTION_ERROR, CONFIG_ERROR, CRASHED, FAILED, FAILING, MEMORY, NO_TESTS, PASSED, TIMEOUT, RunPool,
+    RunResult, RunSpec,
+)
+from course.verdict_copy import differing_files, verdict_copy
 from course.workspace import apply_patch, scratch_copy
 
 
 # What a check is about; a lab check also names its lab in `Check.lab`.
-KINDS = ("first-red-light", "lab", "focused", "earlier", "redlight", "lineage", "card", "readme")
+KINDS = (
+    "first-red-light", "lab", "focused", "earlier", "redlight", "lineage", "card", "readme",
+    "copy-share", "messages", "hint-rungs", "lesson-length", "note",
+)
 
 
 @frozen
@@ -99,6 +118,14 @@ async def prove_chapter(catalog: Catalog, chapter: Chapter, pool: RunPool | None
     return [check for group in results for check in group]
 
 
+def run_spec(chapter: Chapter, directory: Path, selection: Sequence[str], time_limit: float | None = None) -> RunSpec:
+    """How every run of a chapter's tests is made: its plugins, its time and memory limits."""
+    return RunSpec.for_pytest(
+        directory, selection, plugins=chapter.pytest_plugins,
+        time_limit=chapter.time_limit if time_limit is None else time_limit, memory_limit=chapter.memory_limit,
+    )
+
+
 async def _run_copy(
     chapter: Chapter,
     source: Path,
@@ -106,15 +133,11 @@ async def _run_copy(
     selection: tuple[str, ...],
     pool: RunPool,
     patch: Path | None = None,
-    labs: Sequence[Lab] = (),
 ) -> RunResult:
     with scratch_copy(source, label) as copy:
         if patch is not None:
             await apply_patch(copy, patch)
-        return await pool.run(
-            copy, selection, plugins=chapter.pytest_plugins, time_limit=chapter.time_limit,
-            labs=labs, lab_files=chapter.focused_tests,
-        )
+        return await pool.run(run_spec(chapter, copy, selection))
 
 
 async def _check_parent(chapter: Chapter, pool: RunPool) -> Check:
@@ -147,7 +170,7 @@ async def _check_target(catalog: Catalog, chapter: Chapter, pool: RunPool) -> li
     """One run of every test file on target: this chapter's, every earlier one's, every lab's."""
     earlier = catalog.earlier(chapter)
     files = tuple(dict.fromkeys(f for c in (*earlier, chapter) for f in c.focused_tests))
-    run = await _run_copy(chapter, chapter.target, "target", files, pool, labs=chapter.labs)
+    run = await _run_copy(chapter, chapter.target, "target", files, pool)
     checks = [lab_check(chapter, lab, run) for lab in chapter.labs]
     checks.append(_count_check(chapter, "focused", "focused tests pass on target", chapter, run))
     for previous in earlier:
@@ -160,10 +183,10 @@ async def _check_target(catalog: Catalog, chapter: Chapter, pool: RunPool) -> li
 
 
 def _count_check(chapter: Chapter, kind: str, name: str, owner: Chapter, run: RunResult) -> Check:
-    passed = sum(run.passed_in(f) for f in owner.focused_tests)
-    failed = sum(run.failed_in(f) for f in owner.focused_tests)
-    # One run holds every chapter's files: judge this chapter's by its own counts, so another
+    # One run holds every chapter's files: judge this chapter's by its own tests, so another
     # file's failure does not print "expected 2/2, actual 2/2" as a failure here.
+    cases = [case for case in run.tests if case.file in owner.focused_tests]
+    passed, failed = _tally(cases)
     ok = run.outcome in (PASSED, FAILED) and passed == owner.expected_passed and failed == 0
     return Check(
         chapter=chapter.name,
@@ -178,27 +201,40 @@ def _count_check(chapter: Chapter, kind: str, name: str, owner: Chapter, run: Ru
     )
 
 
+def _tally(cases: Sequence[Any]) -> tuple[int, int]:
+    """(passed, not passed): a skipped, xfailed or never-reported test is not a pass."""
+    passed = sum(1 for case in cases if case.outcome == PASSED)
+    return passed, len(cases) - passed
+
+
 def _counts(run: RunResult, passed: int, failed: int) -> str:
-    if run.outcome in (TIMEOUT, CRASHED):
+    if run.outcome in (TIMEOUT, CRASHED, MEMORY, CONFIG_ERROR, NO_TESTS):
         return run.summary()  # counts would read as "0/0 passed": say why there are none
     if run.outcome == COLLECTION_ERROR:
         return "the tests could not be collected (an import or syntax error), 0 ran"
+    if passed + failed == 0:
+        return "no tests: the selection matched none"
     return f"{passed}/{passed + failed} passed"
 
 
-def lab_check(chapter: Chapter, lab: Lab, run: RunResult) -> Check:
-    """A lab is green when its selection passes with exactly the expected count.
+def lab_cases(chapter: Chapter, lab: Lab, run: RunResult) -> list[Any]:
+    """The lab's tests in a run of the focused files, chosen by name in this process."""
+    return [
+        case for case in run.tests
+        if case.name and case.file in chapter.focused_tests and lab.selects(case.node_id)
+    ]
 
-    `run` is either a run of the lab's own selection, or a run of the whole
-    focused file that sorted its tests into labs (RunResult.lab_counts).
+
+def lab_check(chapter: Chapter, lab: Lab, run: RunResult) -> Check:
+    """A lab is green when exactly its expected count of tests passed and none did not.
+
+    More passes than expected is a deviation too: the count is stale, or the
+    selection took in another lab's tests.
     """
-    if lab.id in run.lab_counts:
-        passed, failed = run.lab_counts[lab.id]
-        finished = run.outcome in (PASSED, FAILED)
-    else:
-        passed, failed = run.passed, run.failed
-        finished = run.outcome == PASSED
-    ok = finished and passed == lab.expected_passed and failed == 0
+    cases = lab_cases(chapter, lab, run)
+    passed, failed = _tally(cases)
+    finished = run.outcome in (PASSED, FAILED)
+    ok = finished and bool(cases) and passed == lab.expected_passed and failed == 0
     return Check(
         chapter=chapter.name,
         kind="lab",
@@ -211,13 +247,6 @@ def lab_check(chapter: Chapter, lab: Lab, run: RunResult) -> Check:
         duration=run.duration,
         run=run,
     )
-
-
-def lab_selection(chapter: Chapter, lab: Lab) -> tuple[str, ...]:
-    """The pytest arguments of a lab run: a -k narrows the focused files; node ids stand alone."""
-    if lab.select is not None:
-        return (*chapter.focused_tests, *lab.pytest_args())
-    return lab.pytest_args()
 
 
 async def _check_redlight(chapter: Chapter, index: int, pool: RunPool) -> Check:
@@ -238,7 +267,7 @@ async def _check_redlight(chapter: Chapter, index: int, pool: RunPool) -> Check:
     except ChapterError as error:
         return Check(**base, ok=False, expected=expected, actual=str(error))
     case = run.case(redlight.test)
-    test_failed = case is not None and case.outcome in (FAILED, "error")
+    test_failed = case is not None and case.outcome in FAILING
     shows = redlight.fragment in run.output
     ok = run.outcome == FAILED and test_failed and shows
     if case is None:
@@ -294,24 +323,115 @@ def integrity_checks(catalog: Catalog, chapter: Chapter) -> list[Check]:
             actual=actual,
         )
     )
+    return checks + depth_checks(chapter)
+
+
+def depth_checks(chapter: Chapter) -> list[Check]:
+    """Does the lesson leave the core to the learner and state everything the tests check?"""
+    checks = []
+    if chapter.mode == "rebuild":
+        share = copy_share(chapter)
+        checks.append(
+            Check(
+                chapter=chapter.name,
+                kind="copy-share",
+                name="the lesson leaves the core to the learner",
+                ok=share.share <= COPY_SHARE_GOAL,
+                expected=f"at most {round(COPY_SHARE_GOAL * 100)} % of the new teaching-file lines in the lesson's code blocks",
+                actual=f"copy share {share.percent} % ({share.copied} of {share.total} new lines)",
+                detail="lines the lesson prints verbatim: python -m tools.depth " + chapter.nn + " --copied",
+            )
+        )
+    unstated = unstated_messages(chapter)
+    checks.append(
+        Check(
+            chapter=chapter.name,
+            kind="messages",
+            name="every message text a test checks is stated in the lesson or hints",
+            ok=not unstated,
+            expected="each tested message text appears in the lesson or a hint",
+            actual=f"{len(unstated)} not stated" if unstated else "all stated",
+            detail="\n".join(f"{m.test_file}:{m.line} {m.how} {m.text!r}" for m in unstated),
+        )
+    )
+    problems = rung_problems(chapter)
+    checks.append(
+        Check(
+            chapter=chapter.name,
+            kind="hint-rungs",
+            name="each lab's last hint rung holds its code, word for word",
+            ok=not problems,
+            expected="every last rung's `# file:` excerpts match the target and show whole functions",
+            actual="; ".join(problems) if problems else "they do",
+        )
+    )
+    length = lesson_length(chapter)
+    checks.append(
+        Check(
+            chapter=chapter.name,
+            kind="lesson-length",
+            name="the lesson is one sitting long",
+            ok=length < LESSON_LINE_LIMIT,
+            expected=f"under {LESSON_LINE_LIMIT} lines",
+            actual=f"{length} lines",
+        )
+    )
     return checks
 
 
-async def verify(catalog: Catalog, chapters: list[Chapter]) -> list[Check]:
-    """The whole course's proof: every chapter's story plus integrity, in chapter order."""
+@frozen
+class ChapterTime:
+    """How long a chapter's story took in `verify`, or that its stored verdict was reused."""
+
+    chapter: str
+    seconds: float
+    cached: bool
+
+
+def _check_from_json(data: dict[str, Any]) -> Check:
+    names = ("chapter", "kind", "lab", "name", "ok", "expected", "actual", "detail", "duration")
+    return Check(**{name: data[name] for name in names if name in data})
+
+
+async def verify(
+    catalog: Catalog, chapters: list[Chapter], fresh: bool = False, times: list[ChapterTime] | None = None
+) -> list[Check]:
+    """The whole course's proof: every chapter's story plus integrity, in chapter order.
+
+    A story whose inputs have not changed since it last held is not run again
+    (course/verify_cache.py), unless `fresh`.
+    """
     results: dict[str, list[Check]] = {}
+    timing: dict[str, ChapterTime] = {}
+    todo = []
+    for chapter in dict.fromkeys(chapters):
+        key = verify_cache.story_key(catalog, chapter)
+        stored = None if fresh else verify_cache.load(key)
+        if stored is not None:
+            results[chapter.name] = [_check_from_json(item) for item in stored]
+            timing[chapter.name] = ChapterTime(chapter.name, 0.0, True)
+        else:
+            todo.append((chapter, key))
 
-    async def prove(chapter: Chapter, pool: RunPool) -> None:
-        results[chapter.name] = await prove_chapter(catalog, chapter, pool)
+    async def prove(chapter: Chapter, key: str, pool: RunPool) -> None:
+        started = time.monotonic()
+        checks = await prove_chapter(catalog, chapter, pool)
+        results[chapter.name] = checks
+        timing[chapter.name] = ChapterTime(chapter.name, time.monotonic() - started, False)
+        if all(check.ok for check in checks):
+            verify_cache.store(key, [check.to_json() for check in checks])
 
-    imports = [name for chapter in chapters for name in chapter.warm_imports]
-    async with RunPool(imports) as pool, trio.open_nursery() as nursery:
-        for chapter in chapters:
-            nursery.start_soon(prove, chapter, pool)
+    if todo:
+        imports = [name for chapter, _ in todo for name in chapter.warm_imports]
+        async with RunPool(imports) as pool, trio.open_nursery() as nursery:
+            for chapter, key in todo:
+                nursery.start_soon(prove, chapter, key, pool)
     checks = []
-    for chapter in chapters:
+    for chapter in dict.fromkeys(chapters):
         checks += results[chapter.name]
         checks += integrity_checks(catalog, chapter)
+        if times is not None:
+            times.append(timing[chapter.name])
     return checks + readme_checks(catalog)
 
 
@@ -339,22 +459,47 @@ def readme_checks(catalog: Catalog) -> list[Check]:
 # A learner's practice dir ------------------------------------------------------------
 
 
+def _as_if_in(run: RunResult, copy: Path, directory: Path) -> RunResult:
+    """The run's texts with the throw-away copy's path replaced by the learner's own dir."""
+
+    def mapped(text: str) -> str:
+        return text.replace(str(copy), str(directory))
+
+    tests = tuple(attrs.evolve(case, message=mapped(case.message), details=mapped(case.details)) for case in run.tests)
+    return attrs.evolve(run, output=mapped(run.output), tests=tests)
+
+
 async def check_practice(
-    chapter: Chapter, directory: Path, lab: Lab | None = None, pool: RunPool | None = None
+    chapter: Chapter, directory: Path, lab: Lab | None = None, pool: RunPool | None = None,
+    time_limit: float | None = None,
 ) -> list[Check]:
-    """Run a learner's tests in place (their dir is a snapshot of its own) and compare counts."""
+    """Judge a learner's code with the chapter's own tests and config (see course/verdict_copy.py).
+
+    One run of the focused files answers for every lab; `lab` narrows what is reported.
+    """
     if pool is None:
         async with RunPool(chapter.warm_imports) as own_pool:
-            return await check_practice(chapter, directory, lab, own_pool)
-    if lab is not None:
-        run = await pool.run(
-            directory, lab_selection(chapter, lab), plugins=chapter.pytest_plugins,
-            time_limit=chapter.time_limit,
+            return await check_practice(chapter, directory, lab, own_pool, time_limit)
+    with verdict_copy(chapter, directory) as copy:
+        run = await pool.run(run_spec(chapter, copy, chapter.focused_tests, time_limit))
+    run = _as_if_in(run, copy, directory)
+    labs = [lab] if lab is not None else list(chapter.labs)
+    checks = [lab_check(chapter, one, run) for one in labs]
+    if lab is None:
+        checks.append(_count_check(chapter, "focused", "all focused tests", chapter, run))
+    differing = differing_files(chapter, directory)
+    if differing:
+        checks.append(
+            Check(
+                chapter=chapter.name,
+                kind="note",
+                name="your tests and config",
+                ok=True,
+                expected="the chapter's own",
+                actual="differ from the chapter's, so the verdict used the chapter's: " + ", ".join(differing)
+                + "; to take the chapter's versions: "
+                + " ".join(shlex.join(["course", "reset", chapter.nn, str(directory), "--file", name]) for name in differing[:1])
+                + (" (and the same for each file named)" if len(differing) > 1 else ""),
+            )
         )
-        return [lab_check(chapter, lab, run)]
-    run = await pool.run(
-        directory, chapter.focused_tests, plugins=chapter.pytest_plugins,
-        time_limit=chapter.time_limit, labs=chapter.labs, lab_files=chapter.focused_tests,
-    )
-    checks = [lab_check(chapter, one, run) for one in chapter.labs]
-    return checks + [_count_check(chapter, "focused", "all focused tests", chapter, run)]
+    return checks

@@ -22,7 +22,7 @@ from course.cards import render_learning
 from course.catalog import Chapter
 from course.completion import complete_chapter, complete_dir, complete_lab
 from course.context import CourseContext, pass_context
-from course.checks import check_practice, excerpt, prove_chapter, red_light_check, verify
+from course.checks import ChapterTime, check_practice, excerpt, prove_chapter, red_light_check, run_spec, verify
 from course.errors import INTERRUPTED, CourseError
 from course.locate import path_problem, suggest
 from course.nextstep import next_step
@@ -30,6 +30,7 @@ from course.progress import read_last_test, save_result
 from course.redlights import record as record_redlights
 from course.render import show_lesson
 from course.runner import RunPool, RunResult
+from course.verdict_copy import verdict_copy
 from course.status import NOT_TESTED, course_status
 from course.workspace import check_practice_target, make_practice_dir, require_git
 
@@ -136,11 +137,13 @@ def _here() -> Path | None:
 @cli.command()
 @click.argument("chapter_id", **CHAPTER)  # type: ignore[arg-type]
 @click.option("--pager/--no-pager", default=None, help="Page the lesson (default: on a terminal, when it is longer than the screen).")
+@click.option("--answers", is_flag=True, help="Open the folded answer keys in a terminal.")
 @pass_context
-def show(ctx: CourseContext, chapter_id: str | None, pager: bool | None) -> None:
-    """The lesson of a chapter: rendered and paged in a terminal, plain Markdown when piped."""
+def show(ctx: CourseContext, chapter_id: str | None, pager: bool | None, answers: bool) -> None:
+    """The lesson of a chapter: rendered and paged in a terminal (answer keys folded), plain Markdown when piped."""
     chapter = ctx.chapter(chapter_id) if chapter_id else ctx.locate("show", None, None).chapter
-    show_lesson(chapter.lesson.read_text(encoding="utf-8"), pager=pager)
+    how_to_open = None if answers else f"{suggest('show', chapter.nn, '--answers')}"
+    show_lesson(chapter.lesson.read_text(encoding="utf-8"), pager=pager, how_to_open=how_to_open)
 
 
 @cli.command()
@@ -169,24 +172,30 @@ def checkpoint(ctx: CourseContext, chapter_id: str, as_json: bool) -> None:
 
 @cli.command("verify")
 @click.argument("chapter_ids", nargs=-1, shell_complete=complete_chapter)
+@click.option("--fresh", is_flag=True, help="Run every story again, even those whose inputs did not change.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
 @pass_context
-def verify_command(ctx: CourseContext, chapter_ids: tuple[str, ...], as_json: bool) -> None:
+def verify_command(ctx: CourseContext, chapter_ids: tuple[str, ...], fresh: bool, as_json: bool) -> None:
     """Prove every chapter (or the given ones) plus lineage and lesson cards (for authors)."""
     catalog = ctx.catalog
     resolved = [catalog.resolve(c) for c in chapter_ids] if chapter_ids else list(catalog.chapters)
     chapters = list({chapter.name: chapter for chapter in resolved}.values())  # `verify 2 02` proves 02 once
     require_git()
     started = time.monotonic()
+    times: list[ChapterTime] = []
     with output.progress(f"Proving {len(chapters)} chapter(s)", enabled=not as_json):
-        checks = trio.run(verify, catalog, chapters)
+        checks = trio.run(verify, catalog, chapters, fresh, times)
     duration = time.monotonic() - started
     if as_json:
         output.emit_json(
-            output.report("verify", checks, duration, chapters=[c.name for c in chapters])
+            output.report("verify", checks, duration, chapters=[c.name for c in chapters],
+                          times=[{"chapter": t.chapter, "seconds": round(t.seconds, 3), "cached": t.cached}
+                                 for t in times])
         )
     else:
         output.checklist(checks, show_chapter=True)
+        output.say("Stories: " + ", ".join(
+            f"{t.chapter} {'unchanged, verdict reused' if t.cached else f'{t.seconds:.1f} s'}" for t in times))
         output.summary_line(checks, duration, "The course holds", "The course does NOT hold")
     sys.exit(0 if all(check.ok for check in checks) else 1)
 
@@ -234,21 +243,22 @@ def practice(ctx: CourseContext, chapter_id: str, directory: str | None, nested:
 
 async def _first_run(chapter: Chapter, directory: Path) -> RunResult:
     async with RunPool(chapter.warm_imports) as pool:
-        return await pool.run(
-            directory, chapter.focused_tests, plugins=chapter.pytest_plugins, time_limit=chapter.time_limit
-        )
+        with verdict_copy(chapter, directory) as copy:
+            return await pool.run(run_spec(chapter, copy, chapter.focused_tests))
 
 
 @cli.command("test")
 @click.argument("chapter_id", **CHAPTER)  # type: ignore[arg-type]
 @click.argument("directory", **DIRECTORY)  # type: ignore[arg-type]
 @click.option("--lab", "lab_id", **LAB)  # type: ignore[arg-type]
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True, max=3600),
+              help="Seconds the tests may take (default: the chapter's time limit).")
 @click.option("-v", "--verbose", is_flag=True, help="Also print pytest's whole output.")
 @click.option("--tests", "by_lab", is_flag=True, help="List every test, lab by lab, passed or failed.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
 @pass_context
 def test_command(ctx: CourseContext, chapter_id: str | None, directory: str | None, lab_id: str | None,
-                 verbose: bool, by_lab: bool, as_json: bool) -> None:
+                 timeout: float | None, verbose: bool, by_lab: bool, as_json: bool) -> None:
     """Run a chapter's focused tests (or one lab) in your practice dir and compare the counts.
 
     Inside a practice dir, CHAPTER_ID and DIR can be left out.
@@ -261,8 +271,8 @@ def test_command(ctx: CourseContext, chapter_id: str | None, directory: str | No
         output.say(f"Testing {output.display_path(place.directory)} ({what}):")
     started = time.monotonic()
     with output.progress(f"Running {f'lab {lab.id}' if lab else 'the focused tests'}", enabled=not as_json,
-                         limit=chapter.time_limit):
-        checks = trio.run(check_practice, chapter, place.directory, lab)
+                         limit=timeout or chapter.time_limit):
+        checks = trio.run(check_practice, chapter, place.directory, lab, None, timeout)
     duration = time.monotonic() - started
     before = read_last_test(place.directory)
     last = save_result(place.directory, chapter, lab, checks)

@@ -1,10 +1,14 @@
-"""The hint ladder: one rung at a time, never the whole answer.
+"""The hint ladder: one rung at a time, the full code only at the top.
 
 Each lab's `hints` in chapter.toml climb from "where to look" through "the
-signature" and "the idea in words" to "a partial sketch". A learner who sees
-every rung at once stops thinking at the first one, so the ladder remembers
-how far each learner has climbed (in the practice dir's `.course/hints.json`,
-never in checkpoints/) and shows the next rung only when asked.
+signature" and "the idea in words" to "a partial sketch", and end with "the
+full code": the lab's core functions as `# file:` excerpts of the target
+(`course verify` matches them word for word). The lesson gives contracts and
+traces, not bodies, so a learner who is truly stuck still has a way out, but
+only by asking for it rung by rung. A learner who sees every rung at once
+stops thinking at the first one, so the ladder remembers how far each learner
+has climbed (in the practice dir's `.course/hints.json`, never in checkpoints/)
+and shows the next rung only when asked.
 """
 
 from __future__ import annotations
@@ -16,11 +20,13 @@ from typing import Sequence
 from attrs import frozen
 
 from course.catalog import Chapter, Lab
+from course.lessons import rung_excerpts
 from course.locate import suggest
 from course.progress import read_state, remove_state, write_state
 
 HINTS_FILE = "hints.json"
 RUNG_NAMES = ("where to look", "the signature", "the idea in words", "a partial sketch")
+CODE_RUNG = "the full code"
 
 SHOW = "show"
 NEXT = "next"
@@ -28,8 +34,11 @@ ALL = "all"
 RESET = "reset"
 
 
-def rung_name(index: int) -> str:
-    """The name of rung `index` (0-based): the ladder's four kinds, then 'one more hint'."""
+def rung_name(index: int, text: str = "") -> str:
+    """The name of rung `index` (0-based): 'the full code' when it shows the target's code,
+    else the ladder's four kinds, then 'one more hint'."""
+    if rung_excerpts(text):
+        return CODE_RUNG
     return RUNG_NAMES[index] if index < len(RUNG_NAMES) else "one more hint"
 
 
@@ -88,7 +97,7 @@ def climb(directory: Path, chapter: Chapter, lab: Lab, action: str = SHOW) -> Hi
     """Apply `action` to the learner's place on `lab`'s ladder and say what to show.
 
     show:  the rungs seen so far; the first one on the first call
-    next:  one more rung (the ladder stops at the top: there is no answer rung)
+    next:  one more rung (the ladder stops at the top, the full code)
     all:   every rung
     reset: forget the rungs seen; show nothing
     """
@@ -112,7 +121,7 @@ def climb(directory: Path, chapter: Chapter, lab: Lab, action: str = SHOW) -> Hi
             state.pop(lab.id, None)
         saved = _write_state(directory, chapter, state)
     rungs = tuple(
-        Rung(number=i + 1, name=rung_name(i), text=lab.hints[i], new=i >= before)
+        Rung(number=i + 1, name=rung_name(i, lab.hints[i]), text=lab.hints[i], new=i >= before)
         for i in range(after)
     )
     return HintView(chapter=chapter, lab=lab, action=action, seen=after, rungs=rungs, saved=saved)
@@ -143,13 +152,21 @@ def render(view: HintView, dir_words: Sequence[str] = ()) -> list[str]:
         lines += [f"     {line}" if line else "" for line in rung.text.splitlines()]
     if view.at_top:
         if view.action == NEXT and not any(rung.new for rung in view.rungs):
-            lines.append("  That was the last rung: there is no answer rung.")
-        lines.append(
-            f"  The rest is yours: re-read the lab's tests, run `{test}` "
-            "and read the first failure line by line."
-        )
+            lines.append("  That was the last rung: there is nothing above the full code.")
+        if rung_name(view.total - 1, lab.hints[-1]) == CODE_RUNG:
+            diff = suggest("diff", chapter.nn, *dir_words)
+            lines.append(
+                f"  Close it and write the code from what you understood, then run `{test}`; "
+                f"`{diff}` compares your files with the target."
+            )
+        else:
+            lines.append(
+                f"  The rest is yours: re-read the lab's tests, run `{test}` and read the first failure line by line."
+            )
     else:
-        following = rung_name(view.seen)
+        following = rung_name(view.seen, lab.hints[view.seen])
+        if following == CODE_RUNG:
+            following += " (the answer: read it, then close it and write your own)"
         lines.append(f"  Still stuck after trying? `{base} --next` shows {view.seen + 1} of {view.total}: {following}.")
     if not view.saved:
         lines.append("  (could not write .course/hints.json here: the ladder will not remember this)")

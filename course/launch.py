@@ -1,6 +1,6 @@
-"""The `course` entry point: start the warm worker first, then import the CLI.
+"""The `course` entry point: start a run host first, then import the CLI.
 
-Commands that run tests need a warm worker (course/warm.py), which spends
+Commands that run tests need a run host (course/runhost.py), which spends
 about as long importing pytest as this process spends importing click,
 trio and the course. Started here, before either, the two overlap on two
 cores instead of following each other. Every other command starts nothing.
@@ -17,9 +17,9 @@ RUNS_TESTS = frozenset({"checkpoint", "verify", "test", "practice", "watch"})
 def main() -> None:
     try:
         if len(sys.argv) > 1 and sys.argv[1] in RUNS_TESTS:
-            from course import prestart
+            from course import hosts
 
-            prestart.prestart_nowait()
+            hosts.prestart()
         from course.cli import main as cli_main
     except KeyboardInterrupt:  # Ctrl-C while starting up: nothing was begun (a worker dies with us)
         from course.errors import INTERRUPTED

@@ -28,7 +28,7 @@ from course.learner_diff import MISSING, SAME, compare, line_colour
 from course.locate import enclosing_practice_dir, suggest
 from course.progress import read_last_test
 from course.render import colour_setting
-from course.reset import open_practice_repo, plan_reset, reset
+from course.reset import bring_back_line, open_practice_repo, plan_reset, reset
 from course.status import course_status, first_open_lab
 from course.watch import DEFAULT_DEBOUNCE_MS, WatchSession, choose_mode
 from course.workspace import require_git
@@ -269,8 +269,7 @@ def reset_command(ctx: CourseContext, chapter_id: str | None, directory: str | N
     removed = len(plan.changes) - restored
     output.say(f"Saved your versions as commit {short} (branch course-saves).")
     output.say(f"Restored {restored} file(s), removed {removed}.")
-    example = plan.changes[0].path
-    output.say(f"Bring a file back: {shlex.join(['git', '-C', output.display_path(target), 'checkout', short, '--', str(example)])}")
+    output.say(bring_back_line(plan, sha))
     output.say(f"Then: `{place.command('test')}`")
 
 

@@ -3,7 +3,9 @@
 A lesson is Markdown. In a terminal, rich renders its headings, code blocks
 (highlighted with the terminal's own palette, so light and dark themes both
 read) and tables. Piped into a file, a pager or grep, the Markdown source is
-the most useful plain text there is, so it goes out unchanged. NO_COLOR
+the most useful plain text there is, so it goes out unchanged. A `<details>`
+block (a lesson's answer key) folds on a web page; rich would print it open,
+so in a terminal it is folded by hand until the learner asks for it. NO_COLOR
 (https://no-color.org) turns colour off everywhere: rich honours it itself,
 and `colour_setting()` gives click the same answer.
 """
@@ -11,6 +13,7 @@ and `colour_setting()` gives click the same answer.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from typing import TYPE_CHECKING, TextIO
 
@@ -40,12 +43,38 @@ def lesson_console(stream: TextIO | None = None) -> "Console":
     return console
 
 
-def show_lesson(text: str, pager: bool | None = None, stream: TextIO | None = None) -> None:
+DETAILS = re.compile(r"^<details>\s*\n(?:<summary>(.*?)</summary>\s*\n)?(.*?)^</details>\s*$", re.M | re.S)
+
+
+def fold_details(text: str, how_to_open: str) -> str:
+    """Each `<details>` block as one line naming it and how to open it; `how_to_open` is a command."""
+
+    def folded(match: re.Match[str]) -> str:
+        summary = match.group(1) or "Details"
+        return f"> **{summary}**: folded. `{how_to_open}` shows it."
+
+    return DETAILS.sub(folded, text)
+
+
+def open_details(text: str) -> str:
+    """Each `<details>` block as its summary in bold and its body, for a terminal."""
+
+    def opened(match: re.Match[str]) -> str:
+        summary = match.group(1) or "Details"
+        return f"**{summary}**\n\n{match.group(2)}"
+
+    return DETAILS.sub(opened, text)
+
+
+def show_lesson(
+    text: str, pager: bool | None = None, stream: TextIO | None = None, how_to_open: str | None = None
+) -> None:
     """Render `text` for a terminal, or write it unchanged when the output is not one.
 
-    On a terminal a lesson longer than the screen goes through a pager, as git
-    does: $PAGER (default `less`), with LESS=FRX unless set, so a short text
-    just prints and colours survive. `pager=False` never pages.
+    In a terminal, `<details>` blocks stay folded unless `how_to_open` is None.
+    A lesson longer than the screen goes through a pager, as git does: $PAGER
+    (default `less`), with LESS=FRX unless set, so a short text just prints and
+    colours survive. `pager=False` never pages.
     """
     console = lesson_console(stream)
     if not console.is_terminal:
@@ -54,6 +83,8 @@ def show_lesson(text: str, pager: bool | None = None, stream: TextIO | None = No
         out.flush()
         return
     from rich.markdown import Markdown
+
+    text = open_details(text) if how_to_open is None else fold_details(text, how_to_open)
 
     markdown = Markdown(text, code_theme=CODE_THEME, hyperlinks=False)
     with console.capture() as captured:  # rendered once, then printed or paged

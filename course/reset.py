@@ -7,6 +7,15 @@ the whole working tree is saved as a commit on the practice repo's
 touched, so `git diff` keeps meaning "my work since the start"). Only then
 are the files restored from the parent (the practice dir's starting snapshot).
 
+"Saved" means the exact bytes on disk: every file reset will replace or
+remove is put in the save by force, whatever `.gitignore`, `.git/info/exclude`
+or a global excludes file say, and without git's line-ending or clean
+filters; the saved tree is then read back and checked file by file before
+anything is touched. A file that changes after the save is left alone.
+Several resets at once each keep their save: the branch only moves from the
+commit a save was made on (compare-and-swap), else the save is remade on
+the new tip.
+
 Paths are checked before anything happens: a file outside DIR, or a path
 that passes through a symlink leading outside DIR, is refused, because
 "restore" must never write somewhere the learner did not mean.
@@ -14,11 +23,17 @@ that passes through a symlink leading outside DIR, is refused, because
 
 from __future__ import annotations
 
+import hashlib
 import os
+import random
+import shlex
 import shutil
+import stat
+import subprocess
 import tempfile
+import time
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import git
 from attrs import frozen
@@ -189,29 +204,135 @@ def _identity(repo: git.Repo) -> dict[str, str]:
     return env
 
 
-def save_versions(repo: git.Repo, message: str) -> str:
+# What a path holds on disk: (git mode, content), None when nothing is there.
+# A fifo, socket or device holds no bytes to keep: ("special", b"").
+DiskState = tuple[str, bytes] | None
+
+
+def _disk_state(path: Path) -> DiskState:
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(info.st_mode):
+        return "120000", os.readlink(os.fsencode(path))
+    if not stat.S_ISREG(info.st_mode):
+        return "special", b""
+    return ("100755" if info.st_mode & 0o111 else "100644"), path.read_bytes()
+
+
+def _fingerprint(state: DiskState) -> tuple[str, bytes] | None:
+    """A small stand-in for a DiskState, to tell later whether the file changed."""
+    return None if state is None else (state[0], hashlib.sha256(state[1]).digest())
+
+
+def _git(directory: Path, env: Mapping[str, str], *args: str, stdin: bytes | None = None) -> bytes:
+    """Run git in `directory`; a failure raises GitCommandError with git's own words."""
+    completed = subprocess.run(
+        ["git", *args], cwd=directory, env={**os.environ, **env}, input=stdin, capture_output=True
+    )
+    if completed.returncode != 0:
+        raise git.GitCommandError(["git", *args], completed.returncode, completed.stderr.decode(errors="replace"))
+    return completed.stdout
+
+
+def _saved_entries(directory: Path, env: Mapping[str, str], tree: str) -> dict[str, tuple[str, str]]:
+    """path -> (mode, object id) of every file in `tree`."""
+    entries = {}
+    for record in _git(directory, env, "ls-tree", "-r", "-z", "--full-tree", tree).split(b"\0"):
+        if record:
+            meta, _, name = record.partition(b"\t")
+            mode, _kind, object_id = meta.decode().split(" ")
+            entries[os.fsdecode(name)] = (mode, object_id)
+    return entries
+
+
+def _force_into_index(directory: Path, env: Mapping[str, str], states: Mapping[str, DiskState]) -> dict[str, tuple[str, str]]:
+    """Put the exact bytes of each planned file in the index, ignored or not; returns what was put."""
+    wanted: dict[str, tuple[str, str]] = {}
+    lines = []
+    for relative, state in states.items():
+        if state is None or state[0] == "special":
+            continue
+        mode, content = state
+        object_id = _git(directory, env, "hash-object", "-w", "--no-filters", "--stdin", stdin=content).decode().strip()
+        wanted[relative] = (mode, object_id)
+        lines.append(f"{mode} {object_id}\t".encode() + os.fsencode(relative) + b"\0")
+    if lines:
+        _git(directory, env, "update-index", "-z", "--index-info", stdin=b"".join(lines))
+    return wanted
+
+
+def _branch_tip(directory: Path, env: Mapping[str, str]) -> str:
+    try:
+        return _git(directory, env, "rev-parse", "--verify", "--quiet", f"refs/heads/{SAVES_BRANCH}").decode().strip()
+    except git.GitCommandError:
+        return ""
+
+
+_MOVE_ATTEMPTS = 40
+
+
+def _commit_on_branch(directory: Path, env: Mapping[str, str], tree: str, head: str, message: str) -> str:
+    """Commit `tree` on top of `course-saves` and move the branch there, never over another save.
+
+    The branch moves only if it still points where this save was made on
+    (update-ref's old-value check); when another reset moved it in between,
+    the save is made again on the new tip, so every save stays reachable.
+    """
+    for _ in range(_MOVE_ATTEMPTS):
+        tip = _branch_tip(directory, env)
+        parent = tip or head
+        parents = ["-p", parent] if parent else []
+        sha = _git(directory, env, "commit-tree", tree, *parents, stdin=message.encode()).decode().strip()
+        try:
+            # An empty old value means: the branch must not exist yet.
+            _git(directory, env, "update-ref", "-m", "course reset", f"refs/heads/{SAVES_BRANCH}", sha, tip)
+            return sha
+        except git.GitCommandError:
+            if _branch_tip(directory, env) == tip:
+                raise  # not a race: git refused for a reason of its own
+            time.sleep(random.uniform(0.005, 0.05))
+    raise git.GitCommandError(
+        ["git", "update-ref"], 1, f"the branch {SAVES_BRANCH} kept moving under {_MOVE_ATTEMPTS} attempts to save"
+    )
+
+
+@frozen
+class Saved:
+    """A save commit, and what each planned file held when it was made."""
+
+    sha: str
+    states: Mapping[str, tuple[str, bytes] | None]
+
+
+def save_versions(repo: git.Repo, message: str, paths: Sequence[str] = ()) -> Saved:
     """Commit the whole working tree to `course-saves` without touching HEAD or the index.
 
     A temporary index is filled from the working tree (so .gitignore'd caches
-    and .course/ stay out), written as a tree, and committed on top of the
-    previous save (or of HEAD for the first one). Returns the commit's sha.
+    and .course/ stay out), then `paths` (the files reset will touch) are put
+    in by force with their exact bytes. The tree is read back and checked
+    before it is committed on top of the previous save (or of HEAD for the
+    first one): a save that lacked one of them would make reset lose it.
     """
+    directory = Path(repo.working_tree_dir or ".")
+    states = {relative: _disk_state(directory / relative) for relative in paths}
     with tempfile.TemporaryDirectory(prefix="course-reset-") as scratch:
         env = {"GIT_INDEX_FILE": str(Path(scratch) / "index"), **_identity(repo)}
-        with repo.git.custom_environment(**env):
-            head_valid = repo.head.is_valid()
-            if head_valid:
-                repo.git.read_tree("HEAD")
-            repo.git.add("--all", "--", ".")
-            tree = repo.git.write_tree()
-            try:
-                parent = repo.git.rev_parse("--verify", "--quiet", f"refs/heads/{SAVES_BRANCH}")
-            except git.GitCommandError:
-                parent = repo.head.commit.hexsha if head_valid else ""
-            parents = ["-p", parent] if parent else []
-            sha = repo.git.commit_tree(tree, *parents, "-m", message)
-            repo.git.update_ref("-m", "course reset", f"refs/heads/{SAVES_BRANCH}", sha)
-    return sha
+        head = repo.head.commit.hexsha if repo.head.is_valid() else ""
+        if head:
+            _git(directory, env, "read-tree", head)
+        _git(directory, env, "add", "--all", "--", ".")
+        wanted = _force_into_index(directory, env, states)
+        tree = _git(directory, env, "write-tree").decode().strip()
+        saved = _saved_entries(directory, env, tree)
+        missing = [relative for relative, entry in wanted.items() if saved.get(relative) != entry]
+        if missing:
+            raise CourseError(
+                f"the save commit would not hold your version of {', '.join(missing)}, so nothing was changed."
+            )
+        sha = _commit_on_branch(directory, env, tree, head, message)
+    return Saved(sha=sha, states={relative: _fingerprint(state) for relative, state in states.items()})
 
 
 def _restore(source: Path, target: Path) -> None:
@@ -228,25 +349,56 @@ def _restore(source: Path, target: Path) -> None:
         raise
 
 
-def apply_plan(plan: ResetPlan) -> list[tuple[str, OSError]]:
-    """Apply every change it can; returns the ones the file system refused (read-only, immutable).
+CHANGED_SINCE_SAVE = "it changed after your versions were saved, so it was left as it is"
+
+
+def apply_plan(plan: ResetPlan, saved: Mapping[str, tuple[str, bytes] | None] | None = None) -> list[tuple[str, str]]:
+    """Apply every change it can; returns (path, reason) for each one left undone.
 
     One refused file must not stop the others, nor end in a traceback after
     half the plan ran: the caller reports exactly what was and was not done.
+    With `saved` (what each file held at the save), a file that no longer
+    holds that is left alone, since the save does not have its new bytes;
+    unless it already is what reset would make of it (another reset did it).
     """
-    refused: list[tuple[str, OSError]] = []
+    refused: list[tuple[str, str]] = []
     for change in plan.changes:
         mine = plan.directory / change.path
+        now = _fingerprint(_disk_state(mine))
+        goal = None if change.action == REMOVE else _fingerprint(_disk_state(plan.source / change.path))
+        if now == goal:
+            continue
+        if saved is not None and now != saved.get(change.path):
+            refused.append((change.path, CHANGED_SINCE_SAVE))
+            continue
         try:
             if change.action == REMOVE:
                 mine.unlink()
             else:
                 _restore(plan.source / change.path, mine)
         except OSError as error:
-            refused.append((change.path, error))
+            refused.append((change.path, str(error.strerror or error)))
     # The last verdict described code that is gone now.
     remove_state(plan.directory, LAST_TEST)
     return refused
+
+
+def bring_back_line(plan: ResetPlan, sha: str) -> str:
+    """How to get one of the replaced or removed files back, as a command that works when pasted.
+
+    It names a file the save commit really holds (a file reset only created
+    was not there to save), and `git restore` writes the file without
+    staging it, so the learner's index stays as it was.
+    """
+    try:
+        saved = _saved_entries(plan.directory, {}, sha)
+    except git.GitCommandError:
+        saved = {}
+    for change in plan.changes:
+        if change.action != CREATE and change.path in saved:
+            command = ["git", "-C", str(plan.directory), "restore", f"--source={sha[:10]}", "--", change.path]
+            return "Bring a file back: " + shlex.join(command)
+    return "Nothing to bring back: none of your files was replaced or removed (every file reset was missing)."
 
 
 def reset(chapter: Chapter, plan: ResetPlan) -> str:
@@ -261,10 +413,15 @@ def reset(chapter: Chapter, plan: ResetPlan) -> str:
         message = (
             f"course reset {chapter.nn}: your versions before restoring the starting point\n\n"
             f"Files reset: {names}\n"
-            f"Bring one back: git checkout <this commit> -- <file>"
+            f"Bring one back: git restore --source=<this commit> -- <file>"
         )
         try:
-            sha = save_versions(repo, message)
+            saved = save_versions(repo, message, [change.path for change in plan.changes])
+        except OSError as error:
+            raise CourseError(
+                f"could not read {error.filename or 'a file'} to save it ({error.strerror or error}), "
+                "so nothing was changed."
+            ) from None
         except git.GitCommandError as error:
             said = [line for line in str(error.stderr).strip(" '\n").splitlines() if line.strip()]
             raise CourseError(
@@ -273,13 +430,14 @@ def reset(chapter: Chapter, plan: ResetPlan) -> str:
             ) from None
     finally:
         repo.close()
-    refused = apply_plan(plan)
+    sha = saved.sha
+    refused = apply_plan(plan, saved.states)
     if refused:
-        problems = "; ".join(f"{path}: {error.strerror or error}" for path, error in refused)
+        problems = "; ".join(f"{path}: {reason}" for path, reason in refused)
         done = len(plan.changes) - len(refused)
         raise CourseError(
-            f"reset changed {done} of {len(plan.changes)} file(s) in {plan.directory}; these were refused "
-            f"by the file system: {problems}. Your versions of every file are saved in commit {sha[:10]} "
+            f"reset changed {done} of {len(plan.changes)} file(s) in {plan.directory}; these were left as "
+            f"they are: {problems}. Your versions of every file are saved in commit {sha[:10]} "
             "(branch course-saves)."
         )
     return sha

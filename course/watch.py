@@ -339,7 +339,7 @@ class WatchSession:
         self.last_ok: bool | None = None
         self.stopped_by: str | None = None
         self.mode: WatchMode | None = None
-        # One warm worker for the whole session: a re-run after a save costs a fork, not a start-up.
+        # One pool for the whole session: a re-run after a save reuses its host (a fork, not a start-up).
         self.pool: RunPool | None = None
 
     def _footer(self) -> str:

@@ -44,6 +44,14 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 _START_HASH = pytest.StashKey[str]()
 
 
+@pytest.fixture(autouse=True)
+def fresh_verify_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test starts with an empty verdict store, so a test that runs verify really runs it."""
+    directory = tmp_path_factory.mktemp("verify-cache")
+    monkeypatch.setenv("COURSE_CACHE", str(directory))
+    return directory
+
+
 @pytest.fixture(scope="session")
 def checkpoints_hash_at_start(request: pytest.FixtureRequest) -> str:
     return request.config.stash[_START_HASH]

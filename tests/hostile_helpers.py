@@ -113,9 +113,9 @@ def leftovers(marker: str) -> list[str]:
 def runs_started(marker: str) -> list[int]:
     """Pids of test runs under way whose environment mentions `marker`.
 
-    A cold run carries its run token in its environment. A warm run is forked,
-    so /proc shows the worker's environment and command line: it shows up as a
-    warm.py process (a run's supervisor) whose parent is a warm.py process too.
+    A run is a child forked by a run host (course/runhost.py), so /proc shows
+    the host's command line for both: a runhost.py process whose parent is a
+    runhost.py process too.
     """
     found = []
     for name in os.listdir("/proc"):
@@ -130,7 +130,7 @@ def runs_started(marker: str) -> list[int]:
             continue
         if marker.encode() not in environ or not alive(int(name)):
             continue
-        if b"COURSE_RUN_ID=" in environ or (b"warm.py" in cmdline and b"warm.py" in parent_cmdline):
+        if b"runhost.py" in cmdline and b"runhost.py" in parent_cmdline:
             found.append(int(name))
     return found
 

@@ -42,6 +42,17 @@ BROKEN = [
     (lambda t: t.replace('kind = "collection-error"', 'kind = "red"'), ["key 'first_red_light.kind'"]),
     (lambda t: t.replace("[first_red_light]", "[first_red_light"), ["not valid TOML"]),
     (lambda t: t.replace("number = 1", "number = 3"), ["key 'number'", "directory says 01"]),
+    (lambda t: t.replace('mode = "rebuild"', 'mode = "rebuild"\ntime_limit = 0'), ["key 'time_limit'", "above 0 and at most 3600"]),
+    (lambda t: t.replace('mode = "rebuild"', 'mode = "rebuild"\ntime_limit = nan'), ["key 'time_limit'", "seconds above 0"]),
+    (lambda t: t.replace('mode = "rebuild"', 'mode = "rebuild"\nmemory_limit = 65'), ["key 'memory_limit'", "GiB above 0 and at most 64"]),
+    (lambda t: t.replace('mode = "rebuild"', 'mode = "rebuild"\nmemory_limit = true'), ["key 'memory_limit'", "expected a number"]),
+    (lambda t: t.replace('select = "small"', 'select = "small and not big"'), ["key 'labs[0].select'", "joined by ' or '"]),
+    (lambda t: t.replace('["tiny_pi/adder.py"]', '["../adder.py"]'), ["key 'teaching_files'", "plain relative path"]),
+    (lambda t: t.replace('["tests/test_01_adder.py"]', "[]"), ["key 'focused_tests'", "names no test file"]),
+    (lambda t: t.replace("fragments = [\"No module named 'tiny_pi.adder'\"]", "fragments = []"), ["key 'first_red_light.fragments'", "at least one fragment"]),
+    (lambda t: t.replace('expected_passed = 2\nfirst_step', 'expected_passed = -1\nfirst_step'), ["key 'expected_passed'", "0 or more"]),
+    (lambda t: t.replace('mode = "rebuild"', 'mode = "replay"'), ["key 'mode'", "must be one of rebuild, observe"]),
+    (lambda t: t.replace('["tiny_pi/adder.py"]', '"tiny_pi/adder.py"'), ["key 'teaching_files'", "expected a list of strings"]),
 ]
 
 
@@ -74,3 +85,13 @@ def test_missing_snapshot_is_named(mini_course: Path) -> None:
     result = mini(mini_course, "checkpoint", "1")
     assert result.returncode == 2
     assert "snapshot directory parent/ is missing" in result.stderr
+
+
+def test_records_made_in_code_get_the_same_checks_as_chapter_toml() -> None:
+    from course.catalog import Lab
+
+    with pytest.raises(ValueError, match="select: must be parts of test names"):
+        Lab(id="1.1", title="t", expected_passed=1, select="a and b")
+    with pytest.raises(ValueError, match="expected_passed: must be 0 or more"):
+        Lab(id="1.1", title="t", expected_passed=-1, select="a")
+    assert Lab(id="1.1", title="t", expected_passed=1, nodes=["tests/t.py::x"]).nodes == ("tests/t.py::x",)

@@ -24,16 +24,16 @@ def test_the_ladder_is_climbed_one_rung_at_a_time(mini_course: Path, learner: Pa
     before = tree_hash(mini_course / "checkpoints")
     first = mini(mini_course, "hint", "1", str(learner), "--lab", "1.1")
     assert first.returncode == 0, first.stderr
-    assert "Lab 1.1 Small - hint 1 of 4" in first.stdout
+    assert "Lab 1.1 Small - hint 1 of 5" in first.stdout
     assert "1. where to look:" in first.stdout and "imports add from tiny_pi.adder" in first.stdout
     assert "def add(a, b) -> int" not in first.stdout, "the second rung stays hidden"
-    assert "--next` shows 2 of 4: the signature" in first.stdout
+    assert "--next` shows 2 of 5: the signature" in first.stdout
 
     again = mini(mini_course, "hint", "1", str(learner), "--lab", "1.1")
-    assert "hint 1 of 4" in again.stdout, "asking again re-reads, it does not climb"
+    assert "hint 1 of 5" in again.stdout, "asking again re-reads, it does not climb"
 
     second = mini(mini_course, "hint", "1", str(learner), "--lab", "1.1", "--next")
-    assert "hint 2 of 4" in second.stdout
+    assert "hint 2 of 5" in second.stdout
     assert "2. the signature (new):" in second.stdout and "def add(a, b) -> int" in second.stdout
     assert "Return the sum" not in second.stdout
 
@@ -42,22 +42,28 @@ def test_the_ladder_is_climbed_one_rung_at_a_time(mini_course: Path, learner: Pa
     assert tree_hash(mini_course / "checkpoints") == before, "hint state never goes under checkpoints/"
 
 
-def test_the_top_of_the_ladder_is_a_sketch_not_the_answer(mini_course: Path, learner: Path) -> None:
+def test_the_sketch_comes_before_the_full_code_which_is_the_top(mini_course: Path, learner: Path) -> None:
+    for _ in range(4):
+        sketch = mini(mini_course, "hint", "1", str(learner), "--lab", "1.1", "--next")
+    assert "hint 4 of 5" in sketch.stdout
+    assert "4. a partial sketch (new):" in sketch.stdout
+    assert "        return ..." in sketch.stdout, "a multi-line sketch keeps its indentation"
+    assert "return a + b" not in sketch.stdout, "the code waits on the last rung"
+    assert "shows 5 of 5: the full code (the answer: read it, then close it and write your own)" in sketch.stdout
     everything = mini(mini_course, "hint", "1", str(learner), "--lab", "1.1", "--all")
-    assert "hint 4 of 4" in everything.stdout
-    assert "4. a partial sketch (new):" in everything.stdout
-    assert "        return ..." in everything.stdout, "a multi-line sketch keeps its indentation"
-    assert "return a + b" not in everything.stdout
+    assert "5. the full code (new):" in everything.stdout
+    assert "     # file: tiny_pi/adder.py" in everything.stdout and "         return a + b" in everything.stdout
+    assert "Close it and write the code from what you understood, then run `course test 01 --lab 1.1`" in everything.stdout
     beyond = mini(mini_course, "hint", "1", str(learner), "--lab", "1.1", "--next")
     assert beyond.returncode == 0
-    assert "That was the last rung: there is no answer rung." in beyond.stdout
+    assert "That was the last rung: there is nothing above the full code." in beyond.stdout
 
 
 def test_reset_forgets_the_rungs_seen(mini_course: Path, learner: Path) -> None:
     mini(mini_course, "hint", "1", str(learner), "--lab", "1.1", "--all")
     forgot = mini(mini_course, "hint", "1", str(learner), "--lab", "1.1", "--reset")
     assert forgot.returncode == 0 and "Forgot the hints" in forgot.stdout
-    assert "hint 1 of 4" in mini(mini_course, "hint", "1", str(learner), "--lab", "1.1").stdout
+    assert "hint 1 of 5" in mini(mini_course, "hint", "1", str(learner), "--lab", "1.1").stdout
     mini(mini_course, "hint", "1", str(learner), "--lab", "1.2")
     every = mini(mini_course, "hint", "1", str(learner), "--reset")
     assert "for every lab of chapter 01" in every.stdout
@@ -71,7 +77,7 @@ def test_without_lab_the_first_lab_not_green_is_chosen(mini_course: Path, learne
     assert mini(mini_course, "test", "1", str(learner)).returncode == 1
     half = mini(mini_course, "hint", "1", str(learner))
     assert "first lab not green in your last `course test`: lab 1.2" in half.stdout
-    assert "Lab 1.2 Both - hint 1 of 2" in half.stdout
+    assert "Lab 1.2 Both - hint 1 of 3" in half.stdout
     (learner / "tiny_pi/adder.py").write_text(RIGHT)
     assert mini(mini_course, "test", "1", str(learner)).returncode == 0
     done = mini(mini_course, "hint", "1", str(learner))
@@ -81,7 +87,8 @@ def test_without_lab_the_first_lab_not_green_is_chosen(mini_course: Path, learne
 def test_a_lab_without_hints_says_so(mini_course: Path, tmp_path: Path) -> None:
     toml = mini_course / TOML
     text = toml.read_text()
-    toml.write_text(text.replace('hints = ["Both tests call the same add.", "If 1.1 is green, so is this: run it."]\n', ""))
+    start = text.index('hints = ["Both tests call the same add."')
+    toml.write_text(text[:start] + text[text.index("\n", start) + 1 :])
     learner = practice(mini_course, tmp_path / "p")
     result = mini(mini_course, "hint", "1", str(learner), "--lab", "1.2", "--next")
     assert result.returncode == 0

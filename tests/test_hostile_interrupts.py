@@ -179,10 +179,10 @@ def test_an_existing_empty_dir_is_replaced_in_one_step(mini_course: Path, tmp_pa
 @pytest.mark.parametrize("pause", [0.5, 0.0], ids=["running", "starting"])
 @pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
 def test_ctrl_c_during_course_test_stops_every_run(mini_course: Path, tmp_path: Path, warm: bool, pause: float) -> None:
-    """Runs stuck in a loop, Ctrl-C: exit 130 with one line, and no pytest (nor warm worker) left.
+    """Runs stuck in a loop, Ctrl-C: exit 130 with one line, and no pytest (nor run host) left.
 
-    With no pause the signal lands while the warm worker may still be starting,
-    which once left the worker behind.
+    With no pause the signal lands while a run host may still be starting,
+    which once left it behind.
 
     Before: the KeyboardInterrupt came out of trio's nursery as an exception
     group, which the CLI printed as a traceback with exit status 1.
@@ -194,9 +194,9 @@ def test_ctrl_c_during_course_test_stops_every_run(mini_course: Path, tmp_path: 
     process = subprocess.Popen([sys.executable, "-m", "course", "test", "1", str(learner)], cwd=REPO, env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 30
-    # Starting: a worker or a cold run exists. Running: a process carries a run's token.
+    # Starting: a run host exists. Running: a host has forked a run.
     started = runs_started if pause else lambda marker: [
-        entry for entry in leftovers(marker) if "sys.path[0] = os.getcwd()" in entry or "warm.py" in entry
+        entry for entry in leftovers(marker) if "runhost.py" in entry
     ]
     while not started(str(mini_course)):
         assert time.monotonic() < deadline, "the runs never started"

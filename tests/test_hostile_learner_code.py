@@ -5,20 +5,18 @@ Each case puts misbehaving code in the fixture chapter's teaching file
 DIR --lab 1.1`, one isolated run, with the chapter's time limit at 3 s. Each
 must end with a clear verdict, within the limit plus start-up, with no
 process left behind and the course process's own memory bounded. Where the
-two launch paths differ (a fresh interpreter, COURSE_WARM=0, versus a fork of
-the warm worker) a case runs on both.
+two paths differ (a host started for the run, COURSE_WARM=0, versus the host
+the command started before it imported itself) a case runs on both.
 """
 
 from __future__ import annotations
 
 import textwrap
 import time
-import tracemalloc
 from pathlib import Path
 
 import pytest
 
-from course.runner import _read_report
 from hostile_helpers import alive, kill_pid_file, run_course, set_time_limit, wait_until_gone, work_dir
 
 LIMIT = 3
@@ -120,44 +118,6 @@ def test_a_test_printing_100_mb_costs_the_course_process_nothing(
     assert 0 < peak < 100_000, f"course process peaked at {peak} kB"
 
 
-def test_a_100_mb_failure_message_in_the_report_is_read_in_bounded_time_and_memory(tmp_path: Path) -> None:
-    """A test failing with a 100 MB message puts it twice in the JUnit report (attribute and text).
-
-    Before: expat needed 5 minutes and the course process 460 MB for this
-    (measured end to end; pytest itself then takes a minute to write it, too
-    slow for the suite, so the report is built here). Now the file is read in
-    chunks and every long value keeps only its head and tail.
-    """
-    end = ' &lt;&amp;"\u00e9&gt; the end'
-    block = "y" * 1_000_000
-    report = tmp_path / "report.xml"
-    with open(report, "w", encoding="utf-8") as handle:
-        handle.write('<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest">'
-                     '<testcase classname="tests.test_x" name="test_a" time="0.1"><failure message="E: ')
-        for _ in range(100):
-            handle.write(block)
-        handle.write(end.replace('"', "&quot;") + '">')
-        for _ in range(100):
-            handle.write(block)
-        handle.write(end + '</failure></testcase><testcase classname="tests.test_x" name="test_b" time="0.1" />'
-                     "</testsuite></testsuites>")
-    tracemalloc.start()
-    started = time.monotonic()
-    try:
-        cases = _read_report(report, tmp_path)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    assert time.monotonic() - started < 30
-    assert peak < 20_000_000, f"{peak} bytes held to read a 200 MB report"
-    assert cases is not None
-    assert [(case.name, case.outcome) for case in cases] == [("test_a", "failed"), ("test_b", "passed")]
-    failure = cases[0]
-    assert failure.message.startswith("E: yyyy") and failure.message.endswith('<&"\u00e9> the end')
-    assert "bytes left out" in failure.message and len(failure.message) < 40_000
-    assert failure.details.endswith('<&"\u00e9> the end')
-
-
 @PATHS
 def test_a_long_failure_message_reaches_the_learner_clipped(course_root: Path, learner: Path, warm: bool) -> None:
     """End to end, with a message pytest can still report quickly: one readable line, not 2 MB."""
@@ -179,7 +139,7 @@ def test_a_long_failure_message_reaches_the_learner_clipped(course_root: Path, l
 def test_a_test_that_calls_os_exit_is_a_crash_not_a_pass(
     course_root: Path, learner: Path, warm: bool, status: int
 ) -> None:
-    """os._exit(0) used to read as "0/0 passed" (and as green in observe mode): no report, no verdict of pytest's."""
+    """os._exit(0) used to read as "0/0 passed" (and as green in observe mode): pytest never finished its session."""
     write_adder(learner, f"""
         import os
 
@@ -188,7 +148,7 @@ def test_a_test_that_calls_os_exit_is_a_crash_not_a_pass(
     """)
     result, elapsed, _ = lab_run(course_root, learner, warm)
     assert result.returncode == 1
-    assert f"pytest ended with status {status} before writing its report - did a test call os._exit()" in result.stdout
+    assert f"pytest ended with status {status} before it finished its session - did a test call os._exit()" in result.stdout
     assert "0/0 passed" not in result.stdout
     assert elapsed < LIMIT + OVERHEAD
 
@@ -235,8 +195,8 @@ def test_a_double_forked_daemon_that_escaped_the_process_group_is_killed(
 ) -> None:
     """Before: the daemon held the output pipe, so a passing run became a timeout, and it lived on.
 
-    Now the cold path finds it by the run's token in its environment, the warm
-    path by the supervisor being its subreaper.
+    Now the run's host is a child subreaper: the daemon becomes its child and
+    the sweep after the run kills it.
     """
     pid_file = tmp_path / "daemon.pid"
     write_adder(learner, DOUBLE_FORK.format(pid_file=str(pid_file)))
@@ -264,38 +224,19 @@ SCRUBBED_ESCAPE = """
 """
 
 
-def test_the_warm_subreaper_kills_a_daemon_that_escaped_and_scrubbed_its_environment(
-    course_root: Path, learner: Path, tmp_path: Path
+@PATHS
+def test_a_daemon_that_escaped_and_scrubbed_its_environment_is_killed(
+    course_root: Path, learner: Path, warm: bool, tmp_path: Path
 ) -> None:
-    """The one escape the run's token cannot see: a fork of the warm worker still catches it."""
+    """setsid *and* an empty environment: no marker finds it, the host's subreaper sweep does."""
     pid_file = tmp_path / "daemon.pid"
     write_adder(learner, SCRUBBED_ESCAPE.format(pid_file=str(pid_file)))
     try:
-        result, _, _ = run_course(course_root, "test", "1", str(learner), "--lab", "1.1", warm=True)
-        assert result.returncode == 0, result.stdout + result.stderr
-        time.sleep(0.2)
-        assert not alive(int(pid_file.read_text())), "the scrubbed daemon outlived the run"
-    finally:
-        kill_pid_file(pid_file)
-
-
-def test_known_limit_a_cold_run_cannot_reach_a_daemon_that_escaped_and_scrubbed_its_environment(
-    course_root: Path, learner: Path, tmp_path: Path
-) -> None:
-    """Documents the limit (see runner._kill_run): setsid *and* an empty environment, cold path.
-
-    Reaching it would take a cgroup or a PID namespace, which a learner's
-    machine does not give an unprivileged tool. The run's verdict is still
-    right and prompt (the daemon does not hold the output pipe). If this test
-    starts failing, the limit is gone: turn it into a kill assertion.
-    """
-    pid_file = tmp_path / "daemon.pid"
-    write_adder(learner, SCRUBBED_ESCAPE.format(pid_file=str(pid_file)))
-    try:
-        result, elapsed, _ = run_course(course_root, "test", "1", str(learner), "--lab", "1.1", warm=False)
+        result, elapsed, _ = lab_run(course_root, learner, warm)
         assert result.returncode == 0, result.stdout + result.stderr
         assert elapsed < LIMIT + OVERHEAD
-        assert alive(int(pid_file.read_text()))
+        time.sleep(0.2)
+        assert not alive(int(pid_file.read_text())), "the scrubbed daemon outlived the run"
     finally:
         kill_pid_file(pid_file)
 
@@ -321,15 +262,13 @@ def test_a_deleted_teaching_file_points_at_the_file_to_write(course_root: Path, 
     assert "hint: create tiny_pi/adder.py, a teaching file of this chapter" in result.stdout
 
 
-def test_a_deleted_focused_test_file_says_what_pytest_could_not_find(course_root: Path, learner: Path) -> None:
-    """Used to read "0/0 passed"; pytest's own usage error is the useful sentence."""
+def test_a_deleted_or_emptied_focused_test_file_does_not_change_the_verdict(course_root: Path, learner: Path) -> None:
+    """The verdict runs the chapter's own tests; the learner's copy is only reported as different."""
     (learner / "tests/test_01_adder.py").unlink()
     result, _, _ = lab_run(course_root, learner)
-    assert result.returncode == 1
-    assert (
-        "pytest could not run the selection: ERROR: file or directory not found: tests/test_01_adder.py"
-        in result.stdout
-    )
+    assert result.returncode == 0, result.stdout
+    assert "[ok]   lab 1.1 Small - 1/1 passed" in result.stdout
+    assert "the verdict used the chapter's: tests/test_01_adder.py" in result.stdout
 
 
 def test_a_test_killed_by_a_signal_names_the_signal(course_root: Path, learner: Path) -> None:

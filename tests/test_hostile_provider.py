@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from conftest import CHECKPOINTS
-from course.runner import isolated_env
+from course.run_env import run_environment
 from course.workspace import copy_snapshot
 from tools.fuzz_provider import WORKER, fuzz
 
@@ -99,6 +99,6 @@ def test_an_error_text_cut_to_length_never_keeps_a_piece_of_the_key(tmp_path: Pa
     copy = tmp_path / "target"
     copy_snapshot(TARGET, copy)
     shutil.copyfile(WORKER, copy / WORKER.name)
-    result = subprocess.run([sys.executable, "-P", "-c", CUT_PROBE], cwd=copy, env=isolated_env(),
+    result = subprocess.run([sys.executable, "-P", "-c", CUT_PROBE], cwd=copy, env=run_environment(),
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0 and "held" in result.stdout, result.stderr[-1500:]

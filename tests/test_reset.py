@@ -152,3 +152,177 @@ def test_safe_relative_accepts_inside_paths_and_refuses_the_rest(tmp_path: Path)
     for bad in ("../x.py", "/etc/passwd", "out/x.py", "tiny_pi/../../x.py"):
         with pytest.raises(UsageError):
             safe_relative(root, bad)
+
+
+# Nothing is lost: ignored files, the printed recipe, resets at once ------------------------
+
+
+def bring_back_line(output: str) -> str:
+    lines = [line for line in output.splitlines() if line.startswith("Bring a file back: ")]
+    assert len(lines) == 1, output
+    return lines[0].removeprefix("Bring a file back: ")
+
+
+IGNORE_KINDS = ["info-exclude", "gitignore", "global-excludes-file"]
+
+
+@pytest.mark.parametrize("kind", IGNORE_KINDS)
+def test_reset_saves_a_teaching_file_that_git_ignores(mini_course: Path, tmp_path: Path, kind: str) -> None:
+    """Before: an ignored teaching file was removed, the save commit lacked it, and it was gone."""
+    learner = practice(mini_course, tmp_path / "p")
+    env = {"COURSE_ROOT": str(mini_course)}
+    if kind == "info-exclude":
+        with open(learner / ".git/info/exclude", "a") as handle:
+            handle.write("\ntiny_pi/adder.py\n")
+    elif kind == "gitignore":
+        (learner / ".gitignore").write_text("adder.py\n")
+    else:
+        (tmp_path / "global-ignore").write_text("*.py\n")
+        (tmp_path / "gitconfig").write_text(f"[core]\n\texcludesFile = {tmp_path / 'global-ignore'}\n")
+        env["GIT_CONFIG_GLOBAL"] = str(tmp_path / "gitconfig")
+    (learner / "tiny_pi/adder.py").write_text(WRONG)
+    assert "adder.py" in subprocess.run(
+        ["git", "-C", str(learner), "status", "--ignored", "--porcelain"], capture_output=True, text=True, env={**os.environ, **env}
+    ).stdout.split("!! ")[-1], "the setup must really make git ignore the file"
+
+    result = course("reset", "1", str(learner), "--yes", env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert not (learner / "tiny_pi/adder.py").exists()
+    assert git(learner, "show", "course-saves:tiny_pi/adder.py") == WRONG
+    pasted = subprocess.run(bring_back_line(result.stdout), shell=True, cwd=REPO, capture_output=True, text=True, env={**os.environ, **env})
+    assert pasted.returncode == 0, pasted.stderr
+    assert (learner / "tiny_pi/adder.py").read_text() == WRONG
+
+
+def test_the_printed_recovery_command_works_when_pasted(mini_course: Path, tmp_path: Path) -> None:
+    """Before: the command named the first planned file even when reset was only creating it
+    (nothing to bring back), and a DIR with a space or a quote broke it in the shell."""
+    learner = practice(mini_course, tmp_path / "learner's work")
+    (learner / "tests/test_01_adder.py").unlink()  # planned first, as "missing in yours": not in the save
+    (learner / "tiny_pi/adder.py").write_text(WRONG)
+    result = mini(mini_course, "reset", "1", str(learner), "--yes")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "restore tests/test_01_adder.py (missing in yours)" in result.stdout
+    command = bring_back_line(result.stdout)
+    assert "adder.py" in command
+    index_before = (learner / ".git/index").read_bytes()
+    pasted = subprocess.run(command, shell=True, cwd=REPO, capture_output=True, text=True)
+    assert pasted.returncode == 0, (command, pasted.stderr)
+    assert (learner / "tiny_pi/adder.py").read_text() == WRONG
+    assert (learner / ".git/index").read_bytes() == index_before, "bringing a file back does not stage it"
+
+
+def test_a_reset_that_only_creates_missing_files_offers_nothing_to_bring_back(mini_course: Path, learner: Path) -> None:
+    (learner / "tests/test_01_adder.py").unlink()
+    result = mini(mini_course, "reset", "1", str(learner), "--yes")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Bring a file back" not in result.stdout
+    assert "none of your files was replaced or removed" in result.stdout
+
+
+def test_reset_saves_the_exact_bytes_whatever_the_git_filters(mini_course: Path, learner: Path) -> None:
+    """Line-ending conversion must not change what is kept: the save holds the bytes on disk."""
+    subprocess.run(["git", "-C", str(learner), "config", "core.autocrlf", "input"], check=True)
+    (learner / ".gitattributes").write_text("*.py text eol=lf\n")
+    crlf = WRONG.replace("\n", "\r\n").encode()
+    (learner / "tiny_pi/adder.py").write_bytes(crlf)
+    result = mini(mini_course, "reset", "1", str(learner), "--yes")
+    assert result.returncode == 0, result.stdout + result.stderr
+    saved = subprocess.run(
+        ["git", "-C", str(learner), "cat-file", "blob", "course-saves:tiny_pi/adder.py"], capture_output=True, check=True
+    ).stdout
+    assert saved == crlf
+
+
+def test_three_resets_at_once_keep_every_save_on_the_branch(mini_course: Path, learner: Path) -> None:
+    """Before: each reset read the branch, committed on it and moved it blindly, so one
+    could overwrite another's move and leave its save commit on no branch."""
+    import threading
+
+    from course.catalog import load_catalog
+    from course.reset import plan_reset, reset
+
+    (learner / "tiny_pi/adder.py").write_text(WRONG)
+    (learner / "tests/test_01_adder.py").write_text("# mine\n")
+    chapter = load_catalog(mini_course).chapters[0]
+    plans = [plan_reset(chapter, learner) for _ in range(3)]
+    assert all(plan.changes for plan in plans)
+    start = threading.Barrier(3)
+    shas: list[str] = []
+    errors: list[BaseException] = []
+
+    def one(plan) -> None:  # type: ignore[no-untyped-def]
+        start.wait()
+        try:
+            shas.append(reset(chapter, plan))
+        except BaseException as error:  # noqa: BLE001 - reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=one, args=(plan,)) for plan in plans]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors
+    assert len(set(shas)) == 3
+    for sha in shas:
+        reachable = subprocess.run(["git", "-C", str(learner), "merge-base", "--is-ancestor", sha, "course-saves"])
+        assert reachable.returncode == 0, f"save {sha[:10]} is not on course-saves"
+    kept = {git(learner, "show", f"{sha}:tiny_pi/adder.py") for sha in shas if "tiny_pi/adder.py" in git(learner, "ls-tree", "-r", "--name-only", sha)}
+    assert WRONG in kept, "the learner's version is in at least one save"
+    assert not (learner / "tiny_pi/adder.py").exists()
+    assert (learner / "tests/test_01_adder.py").read_bytes() == (mini_course / PARENT / "tests/test_01_adder.py").read_bytes()
+
+
+def test_a_file_changed_after_the_save_is_left_alone(mini_course: Path, learner: Path) -> None:
+    from course.catalog import load_catalog
+    from course.reset import CHANGED_SINCE_SAVE, apply_plan, open_practice_repo, plan_reset, save_versions
+
+    (learner / "tiny_pi/adder.py").write_text(WRONG)
+    (learner / "tests/test_01_adder.py").write_text("# mine\n")
+    plan = plan_reset(load_catalog(mini_course).chapters[0], learner)
+    repo = open_practice_repo(learner)
+    saved = save_versions(repo, "a save", [change.path for change in plan.changes])
+    repo.close()
+    (learner / "tiny_pi/adder.py").write_text("# typed after the save\n")
+    refused = apply_plan(plan, saved.states)
+    assert refused == [("tiny_pi/adder.py", CHANGED_SINCE_SAVE)]
+    assert (learner / "tiny_pi/adder.py").read_text() == "# typed after the save\n"
+    assert (learner / "tests/test_01_adder.py").read_bytes() == (mini_course / PARENT / "tests/test_01_adder.py").read_bytes()
+
+
+def test_a_teaching_file_that_is_a_symlink_is_saved_as_one(mini_course: Path, learner: Path) -> None:
+    (learner / "tiny_pi/mine.py").write_text(WRONG)
+    (learner / "tiny_pi/adder.py").symlink_to("mine.py")
+    result = mini(mini_course, "reset", "1", str(learner), "--yes")
+    assert result.returncode == 0, result.stdout + result.stderr
+    entry = git(learner, "ls-tree", "course-saves", "tiny_pi/adder.py")
+    assert entry.startswith("120000 ") and git(learner, "show", "course-saves:tiny_pi/adder.py") == "mine.py"
+    assert (learner / "tiny_pi/mine.py").read_text() == WRONG, "the link is removed, not what it points to"
+    assert not (learner / "tiny_pi/adder.py").is_symlink()
+
+
+def test_a_save_that_would_lack_a_planned_file_changes_nothing(
+    mini_course: Path, learner: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The saved tree is read back before anything is touched: a file missing there stops the reset."""
+    import course.reset as reset_module
+    from course.catalog import load_catalog
+    from course.errors import CourseError
+
+    (learner / "tiny_pi/adder.py").write_text(WRONG)
+    with open(learner / ".git/info/exclude", "a") as handle:
+        handle.write("tiny_pi/adder.py\n")
+    chapter = load_catalog(mini_course).chapters[0]
+    plan = reset_module.plan_reset(chapter, learner)
+    forced = reset_module._force_into_index
+
+    def loses_the_file(directory, env, states):  # type: ignore[no-untyped-def]
+        wanted = forced(directory, env, {})  # puts nothing in by force, as the old save did
+        return {**wanted, "tiny_pi/adder.py": ("100644", "0" * 40)}
+
+    monkeypatch.setattr(reset_module, "_force_into_index", loses_the_file)
+    with pytest.raises(CourseError, match="would not hold your version of tiny_pi/adder.py, so nothing was changed"):
+        reset_module.reset(chapter, plan)
+    assert (learner / "tiny_pi/adder.py").read_text() == WRONG
+    assert "course-saves" not in branches(learner)

@@ -23,7 +23,7 @@ def test_show_renders_the_lesson_in_a_terminal(mini_course: Path) -> None:
     plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen)
     assert COLOUR.search(screen), "a terminal gets colour"
     assert "## Adding" not in plain and "Adding" in plain, "headings are rendered, not shown as markup"
-    assert "```" not in plain and "return a + b" in plain, "code blocks are rendered"
+    assert "```" not in plain and "print(add(2, 3))" in plain, "code blocks are rendered"
     assert "| Call | Result |" not in plain and re.search(r"Call\s+.*Result", plain), "tables are rendered"
     assert "add(10, 20)" in plain
     assert "card:begin" not in plain
@@ -33,3 +33,15 @@ def test_show_respects_no_color(mini_course: Path) -> None:
     screen = run_in_pty(mini_course, "show", "1", NO_COLOR="1")
     assert "Adding" in screen and "## Adding" not in screen, "still rendered"
     assert not COLOUR.search(screen), "NO_COLOR: no colour codes"
+
+
+def test_the_answer_key_is_folded_in_a_terminal_until_asked_for(mini_course: Path) -> None:
+    plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", run_in_pty(mini_course, "show", "1"))
+    assert "What does add(2, 3) return?" in plain
+    assert "Five, the sum." not in plain and "<details>" not in plain
+    assert "Answer key: folded. course show 01 --answers shows it." in plain
+    opened = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", run_in_pty(mini_course, "show", "1", "--answers"))
+    assert "Answer key" in opened and "Five, the sum." in opened and "<summary>" not in opened
+    piped = mini(mini_course, "show", "1")
+    assert "<details>" in piped.stdout and "Five, the sum." in piped.stdout, "piped Markdown goes out unchanged"
+

@@ -16,7 +16,7 @@ import pytest
 import trio
 
 from conftest import mini
-from course import prestart
+from course import hosts
 from course.catalog import load_catalog
 from course.errors import UsageError
 from course.watch import WatchMode, WatchSession, choose_mode, filesystem_type, is_relevant, watch_saves
@@ -143,15 +143,15 @@ def test_a_watcher_that_breaks_later_is_a_clear_error_not_a_traceback(mini_cours
     assert lines and lines[0].startswith("Watching")
 
 
-def test_every_run_of_a_watch_session_is_a_fork_of_one_worker(
+def test_every_run_of_a_watch_session_is_served_by_one_host(
     mini_course: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A learner saves hundreds of times: a re-run must not pay for a new worker each time."""
+    """A learner saves hundreds of times: a re-run must not pay for a new host each time."""
     chapter = load_catalog(mini_course).resolve("1")
     directory = practice(mini_course, tmp_path / "p")
     spawned: list[object] = []
-    spawn = prestart.spawn_nowait
-    monkeypatch.setattr(prestart, "spawn_nowait", lambda imports: spawned.append(spawn(imports)) or spawned[-1])
+    spawn = hosts.spawn
+    monkeypatch.setattr(hosts, "spawn", lambda *args: spawned.append(spawn(*args)) or spawned[-1])
 
     def source(root: Path, **options: Any) -> AsyncIterator[set[tuple[int, str]]]:
         async def generate() -> AsyncIterator[set[tuple[int, str]]]:
@@ -165,7 +165,7 @@ def test_every_run_of_a_watch_session_is_a_fork_of_one_worker(
     session = WatchSession(chapter, None, directory, once=False, echo=lines.append, source=source, debounce_ms=0)
     trio.run(session.run, WatchMode(False, "native"))
     assert len([line for line in lines if line.startswith("== run")]) == 3
-    assert len(spawned) == 1, f"{len(spawned)} workers for 3 runs"
+    assert len(spawned) == 1, f"{len(spawned)} hosts for 3 runs"
 
 
 def test_watch_reacts_to_a_save_and_to_an_atomic_rename_save(mini_course: Path, tmp_path: Path) -> None:

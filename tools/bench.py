@@ -26,7 +26,7 @@ import attrs
 import click
 
 from course.catalog import Catalog, Chapter, find_root, load_catalog
-from course.runner import isolated_env
+from course.run_env import run_environment
 from course.workspace import copy_snapshot
 
 
@@ -123,23 +123,65 @@ def machine_check(runs: int, scratch: Path) -> str:
             f"with plugin autoload, {without:.2f} s without (design reference: 0.9 s and 0.2 s)")
 
 
+def lean_pytest(chapter: Chapter, directory: Path) -> Callable[[], None]:
+    """The leanest plain run a learner could type in their dir: no plugin autoload, no cache."""
+    env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *chapter.focused_tests]
+    return lambda: _run(command, directory, env)
+
+
 def cli_rows(root: Path, catalog: Catalog, runs: int, scratch: Path) -> list[Row]:
     rows = []
+    fresh_hosts = {**os.environ, "COURSE_WARM": "0"}
     for chapter in catalog.chapters:
         directory = green_practice_dir(root, chapter, scratch)
-        plain, checkpoint, test = median_times(
+        plain, lean, checkpoint, test, fresh = median_times(
             [plain_pytest(chapter, scratch),
+             lean_pytest(chapter, directory),
              lambda: _run(course_command("checkpoint", chapter.nn), root),
-             lambda: _run(course_command("test", chapter.nn, str(directory)), root)],
+             lambda: _run(course_command("test", chapter.nn, str(directory)), root),
+             lambda: _run(course_command("test", chapter.nn, str(directory)), root, fresh_hosts)],
             runs,
         )
         rows.append(Row(f"course checkpoint {chapter.nn}", checkpoint, "plain pytest of target", plain,
                         "ratio <= 1.0", checkpoint / plain <= 1.0))
         rows.append(Row(f"course test {chapter.nn} DIR", test, "plain pytest of target", plain,
                         "ratio <= 0.5", test / plain <= 0.5))
-    verify = median_time(lambda: _run(course_command("verify"), root), runs)
-    rows.append(Row("course verify (all chapters)", verify, "-", None, "< 3 s on 2 cores", verify < 3.0))
+        rows.append(Row(f"course test {chapter.nn} DIR", test, "lean plain run in DIR", lean,
+                        "ratio <= 1.0", test / lean <= 1.0))
+        rows.append(Row(f"course test {chapter.nn} DIR, no early host", fresh, "lean plain run in DIR", lean,
+                        "(for comparison)", True))
+    rows += verify_rows(root, catalog, runs, scratch)
     return rows
+
+
+def verify_rows(root: Path, catalog: Catalog, runs: int, scratch: Path) -> list[Row]:
+    """A full `verify --fresh`, and `verify` after a one-line edit of the last chapter's lesson.
+
+    Both run on a copy of the course (COURSE_ROOT), so the edit never touches
+    checkpoints/, with a verdict store of their own.
+    """
+    copy = scratch / "course-copy"
+    if not copy.exists():
+        shutil.copytree(root / "checkpoints", copy / "checkpoints")
+        shutil.copyfile(root / "README.md", copy / "README.md")
+    env = {**os.environ, "COURSE_ROOT": str(copy), "COURSE_CACHE": str(scratch / "verify-cache")}
+    lesson = copy / "checkpoints" / catalog.chapters[-1].name / "README.md"
+    original = lesson.read_text(encoding="utf-8")
+    edits = iter(range(1_000_000))
+
+    def after_lesson_edit() -> None:
+        lesson.write_text(original + f"\n<!-- bench edit {next(edits)} -->\n", encoding="utf-8")
+        _run(course_command("verify"), root, env, ok_codes=(0, 1))
+
+    full, incremental = median_times(
+        [lambda: _run(course_command("verify", "--fresh"), root, env, ok_codes=(0, 1)), after_lesson_edit], runs
+    )
+    return [
+        Row("course verify --fresh (all chapters)", full, "-", None, "< 3 s on 2 cores", full < 3.0),
+        Row("course verify after a lesson edit", incremental, "verify --fresh", full, "ratio <= 0.3",
+            incremental / full <= 0.3),
+    ]
 
 
 def _teaching_time(chapter: Chapter, script: str, scratch: Path) -> float:
@@ -148,7 +190,7 @@ def _teaching_time(chapter: Chapter, script: str, scratch: Path) -> float:
     if not copy.exists():
         copy_snapshot(chapter.target, copy)
     result = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(script)], cwd=copy, env=isolated_env(),
+        [sys.executable, "-c", textwrap.dedent(script)], cwd=copy, env=run_environment(),
         capture_output=True, text=True,
     )
     if result.returncode != 0:

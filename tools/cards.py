@@ -1,4 +1,7 @@
-"""Regenerate every lesson's checkpoint card, and the README's chapter list, from chapter.toml.
+"""Regenerate every lesson's checkpoint card, the README's chapter list and the key tables.
+
+The chapter list of README.md comes from every chapter.toml; the key tables of
+checkpoints/README.md come from the chapter.toml schema (course.schema).
 
     python -m tools.cards            # rewrite stale cards
     python -m tools.cards --check    # only report; exit 1 when a card is stale
@@ -16,10 +19,13 @@ import click
 from course.cards import (
     CHAPTERS_BEGIN,
     CHAPTERS_END,
+    KEYS_BEGIN,
+    KEYS_END,
     between,
     lesson_card,
     render_card,
     render_chapter_list,
+    render_key_tables,
     replace_between,
     with_card,
 )
@@ -37,15 +43,20 @@ def main(check: bool) -> None:
         click.echo(f"cards: {error}", err=True)
         sys.exit(2)
     stale = []
-    readme = catalog.root / "README.md"
-    if readme.is_file():
+    generated = [
+        ("README.md", "the chapter list", CHAPTERS_BEGIN, CHAPTERS_END, render_chapter_list(catalog.chapters)),
+        ("checkpoints/README.md", "the chapter.toml key tables", KEYS_BEGIN, KEYS_END, render_key_tables()),
+    ]
+    for name, what, begin, end, content in generated:
+        readme = catalog.root / name
+        if not readme.is_file():
+            continue
         text = readme.read_text(encoding="utf-8")
-        chapters = render_chapter_list(catalog.chapters)
-        if between(text, CHAPTERS_BEGIN, CHAPTERS_END) not in (None, chapters):
-            stale.append("README.md")
+        if between(text, begin, end) not in (None, content):
+            stale.append(name)
             if not check:
-                readme.write_text(replace_between(text, CHAPTERS_BEGIN, CHAPTERS_END, chapters), encoding="utf-8")
-                click.echo("rewrote the chapter list of README.md")
+                readme.write_text(replace_between(text, begin, end, content), encoding="utf-8")
+                click.echo(f"rewrote {what} of {name}")
     for chapter in catalog.chapters:
         text = chapter.lesson.read_text(encoding="utf-8")
         if lesson_card(text) == render_card(chapter):

@@ -39,7 +39,7 @@ from attrs import frozen
 
 from course.catalog import find_root, load_catalog
 from course.errors import CourseError, UsageError
-from course.runner import isolated_env
+from course.run_env import run_environment
 from course.workspace import copy_snapshot
 
 WORKER = Path(__file__).with_name("fuzz_provider_worker.py")
@@ -120,7 +120,7 @@ def fuzz(
         copy = Path(scratch) / "snapshot"
         copy_snapshot(snapshot, copy)
         shutil.copyfile(WORKER, copy / WORKER.name)
-        env = {**isolated_env(), "FUZZ_API_KEY": key}
+        env = {**run_environment(), "FUZZ_API_KEY": key}
         processes = []
         for index, share in enumerate(shares):
             command = [sys.executable, "-P", "-W", "ignore", WORKER.name,

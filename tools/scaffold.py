@@ -12,7 +12,6 @@ verify checklist becomes the author's to-do list.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sys
@@ -23,8 +22,9 @@ import click
 from attrs import frozen
 
 from course.cards import CARD_BEGIN, CARD_END, with_card
-from course.catalog import DIR_PATTERN, Catalog, chapter_name, chapter_nn, find_root, load_catalog, load_chapter
+from course.catalog import DIR_PATTERN, Catalog, Chapter, chapter_name, chapter_nn, find_root, load_catalog, load_chapter
 from course.errors import CourseError, UsageError
+from course.schema import toml_document
 from course.workspace import copy_snapshot
 
 STUB_TEST = "test_write_the_focused_tests"
@@ -90,16 +90,8 @@ def plan_chapter(
     return Plan(number, slug, title, summary, mode, teaching_files, previous)
 
 
-def toml_string(value: str) -> str:
-    """A TOML basic string (JSON's escapes are valid TOML)."""
-    return json.dumps(value, ensure_ascii=False)
-
-
-def toml_list(values: tuple[str, ...] | list[str]) -> str:
-    return "[" + ", ".join(toml_string(v) for v in values) + "]"
-
-
 def render_chapter_toml(plan: Plan) -> str:
+    """The new chapter.toml: the plan's values, and every other key with its default (course.schema)."""
     node = f"{plan.focused_test}::{STUB_TEST}"
     module = plan.red_light_module
     if module is not None:
@@ -108,44 +100,39 @@ def render_chapter_toml(plan: Plan) -> str:
     else:
         red = ("failed", f"TODO chapter {plan.nn}",
                "TODO: one sentence on what the first red light means for the learner.")
-    lines = [
-        f"number = {plan.number}",
-        f"slug = {toml_string(plan.slug)}",
-        f"title = {toml_string(plan.title)}",
-        f"mode = {toml_string(plan.mode)}",
-        f"summary = {toml_string(plan.summary)}",
-        f"teaching_files = {toml_list(plan.teaching_files)}",
-        f"focused_tests = {toml_list([plan.focused_test])}",
-        "expected_passed = 1              # TODO: passed tests of the focused file on target",
-        "starter_files = []",
-        "lesson_files = []",
-        "pytest_plugins = []",
-        "time_limit = 30",
-        f"first_step = {toml_string('TODO: what to do before looking at the target.')}",
-        "",
-        "[first_red_light]",
-        f"kind = {toml_string(red[0])}",
-        f"fragments = {toml_list([red[1]])}",
-        f"explanation = {toml_string(red[2])}",
-        "",
-        "[[labs]]",
-        f"id = {toml_string(f'{plan.number}.1')}",
-        f"title = {toml_string('TODO: the first lab')}",
-        f"nodes = {toml_list([node])}   # TODO: or select = \"a -k expression\"",
-        "expected_passed = 1",
-        f"goal = {toml_string('TODO: what passing this lab proves.')}",
-        "hints = []",
-        "",
-        "[[redlights]]",
-        f"id = {toml_string(f'{plan.number}.R1')}",
-        f"title = {toml_string('TODO: the red-light exercise')}",
-        f"patch = {toml_string(PLACEHOLDER_PATCH)}   # TODO: a unified diff against target (git apply -p1)",
-        f"test = {toml_string(node)}",
-        f"fragment = {toml_string('TODO')}",
-        f"learn = {toml_string('TODO: what the learner should take away.')}",
-        "",
-    ]
-    return "\n".join(lines)
+    values = {
+        "number": plan.number,
+        "slug": plan.slug,
+        "title": plan.title,
+        "mode": plan.mode,
+        "summary": plan.summary,
+        "teaching_files": plan.teaching_files,
+        "focused_tests": [plan.focused_test],
+        "expected_passed": 1,
+        "first_step": "TODO: what to do before looking at the target.",
+        "first_red_light": {"kind": red[0], "fragments": [red[1]], "explanation": red[2]},
+        "labs": [{
+            "id": f"{plan.number}.1",
+            "title": "TODO: the first lab",
+            "nodes": [node],
+            "expected_passed": 1,
+            "goal": "TODO: what passing this lab proves.",
+        }],
+        "redlights": [{
+            "id": f"{plan.number}.R1",
+            "title": "TODO: the red-light exercise",
+            "patch": PLACEHOLDER_PATCH,
+            "test": node,
+            "fragment": "TODO",
+            "learn": "TODO: what the learner should take away.",
+        }],
+    }
+    comments = {
+        "expected_passed": "TODO: passed tests of the focused file on target",
+        "labs.nodes": 'TODO: or select = "parts of test names joined by or"',
+        "redlights.patch": "TODO: a unified diff against target (git apply -p1)",
+    }
+    return toml_document(Chapter, values, comments)
 
 
 def render_focused_test(plan: Plan) -> str:

@@ -2,7 +2,7 @@
 
     python -m tools.target_diff 03            # the whole diff (coloured on a terminal)
     python -m tools.target_diff 03 --stat     # only which files change, and how much
-    python -m tools.target_diff 03 tiny_pi/messages.py   # one file
+    python -m tools.target_diff 03 tiny_pi/messages/records.py   # one file
 
 This is the view a learner gets after predicting, so it must show exactly
 the chapter's work and nothing else: both snapshots are copied without
@@ -33,7 +33,7 @@ def main(chapter_id: str, paths: tuple[str, ...], stat: bool, color: bool | None
     """Show CHAPTER_ID's target diff (parent -> target), optionally only PATHS.
 
     Predict first, then look: this is the answer to the chapter. Paths are
-    relative to a snapshot, e.g. tiny_pi/messages.py. Exit status: 0 shown,
+    relative to a snapshot, e.g. tiny_pi/messages/records.py. Exit status: 0 shown,
     2 unknown chapter or path.
     """
     try:

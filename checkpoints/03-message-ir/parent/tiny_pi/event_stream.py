@@ -93,6 +93,39 @@ class EventStream(Generic[T, R]):
         """Each `async for` gets its own iterator; all of them share this queue."""
         return EventStreamIterator(self)
 
+    # What a consumer's iterator may ask of the stream: the queue, the line, the end.
+
+    @property
+    def done(self) -> bool:
+        """True once the stream has its terminal fact: nothing more will be pushed."""
+        return self._done
+
+    def has_queued(self) -> bool:
+        """Whether an event waits in the queue for the next consumer that asks."""
+        return bool(self._queue)
+
+    def take_queued(self) -> T:
+        """Remove and return the oldest queued event; ask `has_queued()` first."""
+        return self._queue.popleft()
+
+    def join_line(self, waiter: _Waiter[T]) -> None:
+        """Park a consumer: the next push hands it an event, the end sends it home."""
+        self._waiting.append(waiter)
+
+    def leave_line(self, waiter: _Waiter[T]) -> bool:
+        """Take a consumer out of line; False if a push or the end took it out already."""
+        if waiter in self._waiting:
+            self._waiting.remove(waiter)
+            return True
+        return False
+
+    def give_back(self, event: T) -> None:
+        """An event a cancelled consumer was handed goes to the next in line, else to the front."""
+        if self._waiting:
+            self._waiting.popleft().give(event)
+        else:
+            self._queue.appendleft(event)
+
     def _resolve(self, result: R) -> None:
         """Keep the first result; a later one must not replace a fact."""
         if self._result_ready.is_set():
@@ -110,7 +143,8 @@ class EventStreamIterator(Generic[T, R]):
     """What `async for` uses: one consumer's view of an EventStream.
 
     A class with `__anext__` rather than an async generator, so that leaving
-    a loop early needs no clean-up of a suspended generator frame.
+    a loop early needs no clean-up of a suspended generator frame. It reads
+    the stream only through the stream's consumer methods, never its fields.
     """
 
     def __init__(self, stream: EventStream[T, R]) -> None:
@@ -128,17 +162,16 @@ class EventStreamIterator(Generic[T, R]):
         the take, even with several consumers.
         """
         await trio.lowlevel.checkpoint()
-        stream = self._stream
-        if stream._queue:
-            return stream._queue.popleft()
-        if stream._done:
+        if self._stream.has_queued():
+            return self._stream.take_queued()
+        if self._stream.done:
             raise StopAsyncIteration
         return await self._wait_for_push()
 
     async def _wait_for_push(self) -> T:
         """Stand in line until a push hands us an event or the end sends us home."""
         waiter: _Waiter[T] = _Waiter()
-        self._stream._waiting.append(waiter)
+        self._stream.join_line(waiter)
         try:
             await waiter.woken.wait()
         except trio.Cancelled:
@@ -152,13 +185,7 @@ class EventStreamIterator(Generic[T, R]):
         """A cancelled consumer must not swallow an event meant for someone else.
 
         Either it is still in line (leave the line, so no push picks it), or a
-        push already handed it an event (pass it on to the next consumer in
-        line, or put it back at the front of the queue).
+        push already handed it an event (pass that event on).
         """
-        stream = self._stream
-        if waiter in stream._waiting:
-            stream._waiting.remove(waiter)
-        elif waiter.has_event and stream._waiting:
-            stream._waiting.popleft().give(waiter.event)  # type: ignore[arg-type]
-        elif waiter.has_event:
-            stream._queue.appendleft(waiter.event)  # type: ignore[arg-type]
+        if not self._stream.leave_line(waiter) and waiter.has_event:
+            self._stream.give_back(waiter.event)  # type: ignore[arg-type]

@@ -3,14 +3,14 @@
 A turn is the final result one model call should have: an AssistantMessage,
 or a ScriptedFailure. The model never stores events. It projects the turn
 into the events a real provider would have sent (start, deltas, a terminal
-event), so one final message decides both the event trace and the result.
+event; see tiny_pi.projection), so one final message decides both the
+event trace and the result.
 """
 
 from __future__ import annotations
 
 import copy
-import json
-from typing import TYPE_CHECKING, Any, Literal, Union
+from typing import TYPE_CHECKING, Any, Union
 
 import attrs
 from attrs import field, frozen
@@ -20,20 +20,14 @@ from tiny_pi.messages import (
     ERROR_REASONS,
     AgentContext,
     AssistantMessage,
-    DoneEvent,
     ErrorEvent,
+    ErrorReason,
     ModelEvent,
-    StartEvent,
-    TextContent,
-    TextDeltaEvent,
-    ToolCall,
-    ToolCallDeltaEvent,
-    ToolCallEndEvent,
-    Usage,
     assistant_message,
     text,
 )
 from tiny_pi.model_stream import ModelCallStream
+from tiny_pi.projection import project
 
 if TYPE_CHECKING:
     from tiny_pi.abort import AbortSignal
@@ -46,7 +40,7 @@ REQUEST_ABORTED = "Request was aborted"
 class ScriptedFailure:
     """A turn that fails: why it stopped, the diagnosis, and any text produced before."""
 
-    stop_reason: Literal["error", "aborted"] = field(validator=in_(ERROR_REASONS))
+    stop_reason: ErrorReason = field(validator=in_(ERROR_REASONS))
     error_message: str = field(validator=instance_of(str))
     partial_text: str | None = field(default=None, validator=optional(instance_of(str)))
 
@@ -113,51 +107,5 @@ def as_message(turn: ScriptedTurn) -> AssistantMessage:
     return assistant_message(content, turn.stop_reason, error_message=turn.error_message)
 
 
-def project(message: AssistantMessage) -> list[ModelEvent]:
-    """Replay a finished message as the events that would have built it, block by block.
-
-    Every event carries its own partial: the message as it stands after that
-    event, with no usage and no error yet, and "stop" as its provisional reason.
-    """
-    partial = attrs.evolve(message, content=(), stop_reason="stop", usage=Usage(), error_message=None)
-    events: list[ModelEvent] = [StartEvent(partial=partial)]
-    for index, block in enumerate(message.content):
-        match block:
-            case TextContent():
-                partial = _with_block(partial, index, block)
-                events.append(TextDeltaEvent(content_index=index, delta=block.text, partial=partial))
-            case ToolCall():
-                events.extend(_tool_call_events(partial, index, block))
-                partial = _with_block(partial, index, block)
-    events.append(_terminal(message))
-    return events
-
-
-def _tool_call_events(partial: AssistantMessage, index: int, call: ToolCall) -> list[ModelEvent]:
-    """toolcall_delta with the raw argument text first, then toolcall_end with the call."""
-    raw = call.raw_arguments
-    if raw is None:
-        raw = json.dumps(call.arguments, separators=(",", ":"), ensure_ascii=False)
-    pending = attrs.evolve(call, arguments={}, raw_arguments=raw)
-    return [
-        ToolCallDeltaEvent(content_index=index, delta=raw, partial=_with_block(partial, index, pending)),
-        ToolCallEndEvent(content_index=index, tool_call=call, partial=_with_block(partial, index, call)),
-    ]
-
-
-def _with_block(partial: AssistantMessage, index: int, block: Any) -> AssistantMessage:
-    """A new partial whose content ends with `block` at position `index`."""
-    return attrs.evolve(partial, content=partial.content[:index] + (block,))
-
-
-def _terminal(message: AssistantMessage) -> ModelEvent:
-    """The last event: `error` for the two failure reasons, `done` for the three others."""
-    match message.stop_reason:
-        case "error" | "aborted" as reason:
-            return ErrorEvent(reason=reason, error=message)
-        case reason:
-            return DoneEvent(reason=reason, message=message)
-
-
-def _failure_before_content(reason: Literal["error", "aborted"], why: str) -> ErrorEvent:
+def _failure_before_content(reason: ErrorReason, why: str) -> ErrorEvent:
     return ErrorEvent(reason=reason, error=assistant_message([], reason, error_message=why))

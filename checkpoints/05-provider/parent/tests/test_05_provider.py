@@ -12,7 +12,11 @@ a raw U+2028 or a read boundary is easier to see in code than in a file.
 
 import io
 import json
+import os
+import signal
 import socket
+import subprocess
+import sys
 import tempfile
 import tracemalloc
 from functools import cache, partial
@@ -157,6 +161,34 @@ UNKNOWN_FINISH = [says("Hm."), finish("eos_token"), "[DONE]"]
 CONTENT_FILTER = [says("Well"), finish("content_filter"), "[DONE]"]
 CONTENT_AFTER_FINISH = [says("Done."), finish("stop"), says(" Or not."), "[DONE]"]
 NO_FINISH = [says("Cut off mid"), "[DONE]"]
+# Servers as they are (the lesson's section 5 and 7 cite the threads that report them).
+EVERY_CALL_AT_INDEX_0 = [  # Ollama: parallel calls all at index 0, each with its own id
+    call_begins(0, "call-a", "read"),
+    call_continues(0, '{"path": "a.txt"}'),
+    call_begins(0, "call-b", "read"),
+    call_continues(0, '{"path": "b.txt"}'),
+    finish("tool_calls"),
+    "[DONE]",
+]
+NO_INDEX = [  # older Ollama, Gemini: no index at all; the id says which call starts
+    chunk({"tool_calls": [{"id": "call-a", "function": {"name": "read", "arguments": '{"path": '}}]}),
+    chunk({"tool_calls": [{"function": {"arguments": '"a.txt"}'}}]}),
+    chunk({"tool_calls": [{"id": "call-b", "function": {"name": "grep", "arguments": "{}"}}]}),
+    finish("tool_calls"),
+    "[DONE]",
+]
+EMPTY_FINISH_REASON = [  # some servers send "" instead of null until the real reason
+    chunk({"content": "Hel"}, ""),
+    chunk({"content": "lo"}, ""),
+    finish("stop"),
+    "[DONE]",
+]
+NULL_CHOICES = [  # a usage chunk with `choices: null` instead of []
+    says("Counted."),
+    finish("stop"),
+    {"object": "chat.completion.chunk", "choices": None, "usage": {"prompt_tokens": 3, "completion_tokens": 2}},
+    "[DONE]",
+]
 ERROR_MID_STREAM = [says("Partial"), {"error": {"message": "Overloaded", "type": "server_error"}}]
 
 KEEPALIVE_BODY = (
@@ -368,6 +400,8 @@ def test_sse_cr_lf_and_crlf_each_end_a_line():
     ]
     # A CRLF cut by the network is still one line end, not a line end plus a blank line.
     assert decode(b"data: a\r", b"\ndata: b\r\n\r\n") == [ServerSentEvent("a\nb")]
+    # A read that is only the LF of that CRLF ends no CR itself: the next LF is a blank line.
+    assert decode(b"data: a\r", b"\n", b"\n", b"data: b\n\n") == [ServerSentEvent("a"), ServerSentEvent("b")]
 
 
 def test_sse_unicode_line_separators_stay_inside_a_line():
@@ -398,8 +432,17 @@ def test_sse_final_event_flushed_at_end_of_body():
     assert decoder.close() == [ServerSentEvent("[DONE]")]
 
 
+def test_sse_a_leading_byte_order_mark_is_dropped_and_only_there():
+    bom = "\ufeff".encode()
+    body = bom + b"data: first\n\ndata: \xef\xbb\xbfsecond\n\n"
+
+    expected = [ServerSentEvent("first"), ServerSentEvent("\ufeffsecond")]
+    assert decode(body) == expected
+    assert decode(body[:1], body[1:2], body[2:]) == expected  # the mark cut by the network
+
+
 SSE_BODY = (
-    b": keep-alive\r\n\r\n"
+    "\ufeff: keep-alive\r\n\r\n".encode()
     + "data: é漢🙂 one\u2028two\r\ndata: line two\r\n\r\n".encode()
     + b"event: note\rdata: x\r\r"
     + sse(INTERLEAVED)
@@ -504,6 +547,49 @@ def test_chunks_stream_ending_without_finish_reason_is_an_error():
         message = failed(assemble(payloads))
         assert message.error_message == "the stream ended before a finish_reason arrived"
         assert message.content == (text("Cut off mid"),)
+
+
+def test_chunks_a_new_id_on_an_open_index_starts_a_new_call():
+    events = assemble(EVERY_CALL_AT_INDEX_0)
+
+    message = done(events, "toolUse")
+    assert message.content == (
+        ToolCall("call-a", "read", {"path": "a.txt"}, '{"path": "a.txt"}'),
+        ToolCall("call-b", "read", {"path": "b.txt"}, '{"path": "b.txt"}'),
+    )
+    ends = [(event.content_index, event.tool_call.id) for event in events if event.type == "toolcall_end"]
+    assert ends == [(0, "call-a"), (1, "call-b")]
+
+
+def test_chunks_fragments_without_an_index_follow_the_id():
+    message = done(assemble(NO_INDEX), "toolUse")
+
+    assert message.content == (
+        ToolCall("call-a", "read", {"path": "a.txt"}, '{"path": "a.txt"}'),
+        ToolCall("call-b", "grep", {}, "{}"),
+    )
+
+
+def test_chunks_an_empty_finish_reason_means_not_finished_yet():
+    assert done(assemble(EMPTY_FINISH_REASON), "stop").content == (text("Hello"),)
+
+
+def test_chunks_a_repeated_finish_reason_ends_the_calls_once():
+    usage_with_finish = usage_only(prompt_tokens=3, completion_tokens=2)
+    usage_with_finish["choices"] = [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]
+    events = assemble([*ONE_CALL[:-1], usage_with_finish, "[DONE]"])
+
+    assert types(events).count("toolcall_end") == 1
+    assert done(events, "toolUse").usage.input == 3
+
+    changed = failed(assemble([says("Hi"), finish("stop"), finish("length"), "[DONE]"]))
+    assert changed.error_message == "finish_reason changed from 'stop' to 'length'"
+
+
+def test_chunks_a_usage_chunk_with_null_choices_is_read():
+    message = done(assemble(NULL_CHOICES), "stop")
+
+    assert message.usage == Usage(input=3, output=2, total_tokens=5, cache_read=0, cache_write=0)
 
 
 def test_chunks_an_unfinished_call_in_a_failed_message_cannot_run():
@@ -622,6 +708,42 @@ def test_http_the_api_key_appears_nowhere_but_the_header():
     assert SECRET not in repr(model)
     assert SECRET not in str(play(model)[1])
 
+KEY_ECHOES = {
+    # how a server or a transport can echo the key back: (reads, status, content type, a failure)
+    "an HTTP error in plain text": ([f"no such key {SECRET} here".encode()], 500, "text/plain", None),
+    "an HTTP error in JSON": ([json.dumps({"error": {"message": f"bad key {SECRET}"}}).encode()], 401,
+                              "application/json", None),
+    "an error object mid-stream": ([sse([says("Hi"), {"error": {"message": f"key {SECRET} revoked"}}])], 200,
+                                   "text/event-stream", None),
+    "a whole answer that is not JSON": ([f'{{"key": "{SECRET}'.encode()], 200, "application/json", None),
+    "a transport error": ([sse(TEXT_ONLY[:2]), b"boom"], 200, "text/event-stream",
+                          httpx.ReadError(f"reset while sending {SECRET}")),
+}
+
+
+@pytest.mark.parametrize("path", sorted(KEY_ECHOES))
+def test_http_the_api_key_is_scrubbed_on_every_error_path(path):
+    reads, status, content_type, failure = KEY_ECHOES[path]
+
+    async def pause(read):
+        if read == b"boom":
+            raise failure
+
+    events, message = play(mock_model(reads, status=status, content_type=content_type, pause=pause))
+
+    assert failed(events) is message
+    assert SECRET[:8] not in message.error_message, message.error_message
+
+
+def test_http_an_error_text_is_scrubbed_before_it_is_cut():
+    for before in range(150, 200):  # the key straddles the 200-character cut somewhere in here
+        body = ("x" * before + SECRET + " is not a valid key").encode()
+
+        events, message = play(mock_model([body], status=500, content_type="text/plain"))
+
+        assert SECRET[:8] not in message.error_message, (before, message.error_message)
+        assert len(message.error_message) <= 200
+
 
 def test_http_error_object_mid_stream():
     events, message = play(mock_model([sse(ERROR_MID_STREAM)]))
@@ -637,6 +759,14 @@ def test_http_invalid_json_is_an_error_event():
     assert failed(events) is message
     assert message.error_message.startswith("invalid JSON in a data line")
     assert message.content == (text("ok"),)
+
+
+def test_http_a_whole_answer_that_is_not_json_is_an_error_event():
+    events, message = play(mock_model([b'{"choices": [{"message": '], content_type="application/json"))
+
+    assert types(events) == ["error"]
+    assert failed(events) is message
+    assert message.error_message.startswith("invalid JSON in the response body: ")
 
 
 def test_http_dropped_connection_is_an_error_event_keeping_the_partial():
@@ -686,6 +816,10 @@ EVERY_FIXTURE = {
     "content after finish": (200, sse(CONTENT_AFTER_FINISH)),
     "no finish": (200, sse(NO_FINISH)),
     "error mid-stream": (200, sse(ERROR_MID_STREAM)),
+    "every call at index 0": (200, sse(EVERY_CALL_AT_INDEX_0)),
+    "no index": (200, sse(NO_INDEX)),
+    "empty finish_reason": (200, sse(EMPTY_FINISH_REASON)),
+    "null choices": (200, sse(NULL_CHOICES)),
     **{f"HTTP {status}": (status, json.dumps(body).encode()) for status, body in HTTP_ERRORS.items()},
 }
 
@@ -819,6 +953,51 @@ def test_http_real_server_dropping_the_connection_mid_body():
     assert message.content == (text("Hello"),)
 
 
+def chat_command(port):
+    """`python -m tiny_pi.chat` against 127.0.0.1, run from the project root, with no key and no proxy."""
+    command = [sys.executable, "-m", "tiny_pi.chat", "--base-url", f"http://127.0.0.1:{port}/v1"]
+    env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower() and k != "TINY_PI_API_KEY"}
+    return command + ["--model", "m", "Hi"], Path(__file__).resolve().parents[1], env
+
+
+def test_http_chat_ctrl_c_aborts_the_call_and_keeps_the_partial():
+    async def reply(stream, head, body):
+        await stream.send_all(STREAM_HEAD)
+        await send_chunk(stream, sse(TEXT_ONLY[:2]))
+        await trio.sleep_forever()  # the server stalls; only Ctrl-C ends the call
+
+    async def main():
+        with trio.fail_after(30):  # a fresh interpreter imports httpx: slower than the rest
+            async with trio.open_nursery() as nursery:
+                port = await serve_once(nursery, reply)
+                command, root, env = chat_command(port)
+                process = await trio.lowlevel.open_process(
+                    command, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+                )
+                shown = b""
+                while b"Hello" not in shown:  # the first delta is on screen: press Ctrl-C
+                    read = await process.stdout.receive_some()
+                    assert read, f"chat ended before the first delta: {shown!r}"
+                    shown += read
+                process.send_signal(signal.SIGINT)
+                while read := await process.stdout.receive_some():
+                    shown += read
+                errors = b""
+                while read := await process.stderr.receive_some():
+                    errors += read
+                status = await process.wait()
+                nursery.cancel_scope.cancel()
+        return status, shown.decode(), errors.decode()
+
+    status, shown, errors = trio.run(main)
+
+    assert status == 130, errors
+    assert shown == "Hello\n"
+    assert errors.startswith("[aborted] tokens: input 0"), errors
+    assert "error: Request was aborted" in errors
+    assert "Traceback" not in errors
+
+
 VALID_BODY = sse(INTERLEAVED[:-1]) + sse(WITH_USAGE[2:])
 
 
@@ -942,6 +1121,18 @@ def test_seam_a_malformed_chunk_is_an_error_event_naming_the_field():
 
     message = failed(assemble([call_continues("0", "{}")]))
     assert message.error_message == "choices[0].delta.tool_calls[0].index must be an integer, got string"
+
+
+def test_seam_a_malformed_whole_answer_is_an_error_event_naming_the_field():
+    answer = {"choices": [{"message": {"role": "assistant", "content": None, "tool_calls": []}}]}
+
+    events, message = play(mock_model([json.dumps(answer).encode()], content_type="application/json"))
+
+    assert types(events) == ["error"]
+    assert failed(events) is message
+    assert message.error_message == (
+        "response.choices[0].message.tool_calls must not be empty; leave it out or use null"
+    )
 
 
 def test_seam_a_non_streamed_answer_goes_through_the_seam_too():

@@ -52,8 +52,10 @@ def test_no_second_fact_after_terminal_event():
             stream.push("done:ok")
             stream.push("late")
             stream.push("done:again")
-            assert await collect(stream) == ["a", "done:ok"]
-            assert await stream.result() == "ok"
+            seen = await collect(stream)
+            result = await stream.result()
+            # One assertion, so a failure shows both what was read and the result.
+            assert (seen, result) == (["a", "done:ok"], "ok")
 
     trio.run(main)
 

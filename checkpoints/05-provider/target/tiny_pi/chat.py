@@ -4,17 +4,21 @@
 
 The API key, if the server wants one, comes from the environment variable
 TINY_PI_API_KEY, never from the command line (which other users can see).
+Ctrl-C aborts the call instead of killing the program: the reply stops, the
+text that had arrived stays on screen, and the summary says `[aborted]`.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
-from typing import TextIO
+from typing import AsyncIterator, TextIO
 
 import trio
 
+from tiny_pi.abort import AbortSignal
 from tiny_pi.messages import AgentContext, AssistantMessage, Model, user_message
 from tiny_pi.providers import OpenAICompatibleModel
 
@@ -22,11 +26,15 @@ API_KEY_VARIABLE = "TINY_PI_API_KEY"
 
 
 async def chat(
-    model: Model, prompt: str, out: TextIO, system: str | None = None
+    model: Model,
+    prompt: str,
+    out: TextIO,
+    system: str | None = None,
+    abort: AbortSignal | None = None,
 ) -> AssistantMessage:
     """Send one prompt, print the text as it arrives, return the final message."""
     context = AgentContext(messages=[user_message(prompt)], system_prompt=system)
-    stream = model.stream(context)
+    stream = model.stream(context, signal=abort)
     async with stream:
         async for event in stream:
             if event.type == "text_delta":
@@ -34,6 +42,26 @@ async def chat(
                 out.flush()
     out.write("\n")
     return await stream.result()
+
+
+async def chat_until_interrupted(
+    model: Model, prompt: str, out: TextIO, system: str | None = None
+) -> AssistantMessage:
+    """`chat`, with Ctrl-C turned into an abort: the call ends in a fact, not a traceback."""
+    abort = AbortSignal()
+    with trio.open_signal_receiver(signal.SIGINT) as interrupts:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(abort_on_first, interrupts, abort)
+            message = await chat(model, prompt, out, system, abort)
+            nursery.cancel_scope.cancel()  # the call is over: stop listening
+    return message
+
+
+async def abort_on_first(interrupts: AsyncIterator[int], abort: AbortSignal) -> None:
+    """Wait for the first Ctrl-C and flip the signal; the provider does the rest."""
+    async for _ in interrupts:
+        abort.abort()
+        return
 
 
 def summary(message: AssistantMessage) -> str:
@@ -69,12 +97,14 @@ def main(argv: list[str] | None = None) -> int:
         base_url=args.base_url, model=args.model, api_key=os.environ.get(API_KEY_VARIABLE)
     )
     try:
-        message = trio.run(chat, model, args.prompt, sys.stdout, args.system)
-    except KeyboardInterrupt:
+        message = trio.run(chat_until_interrupted, model, args.prompt, sys.stdout, args.system)
+    except KeyboardInterrupt:  # a second Ctrl-C, after the call was over
         print("\ninterrupted", file=sys.stderr)
         return 130
     print(summary(message), file=sys.stderr)
-    return 1 if message.stop_reason in ("error", "aborted") else 0
+    if message.stop_reason == "aborted":
+        return 130  # the shell's code for "stopped by Ctrl-C"
+    return 1 if message.stop_reason == "error" else 0
 
 
 if __name__ == "__main__":

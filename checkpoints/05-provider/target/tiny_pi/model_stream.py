@@ -9,9 +9,9 @@ code that consumes it.
 
 from __future__ import annotations
 
-from contextlib import AbstractAsyncContextManager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from types import TracebackType
-from typing import Awaitable, Callable, Literal
+from typing import AsyncIterator, Awaitable, Callable, Literal
 
 import trio
 
@@ -42,17 +42,15 @@ class ModelCallStream(AssistantMessageEventStream):
         super().__init__()
         self._produce = produce
         self._state: Literal["new", "open", "closed"] = "new"
-        self._nursery_manager: AbstractAsyncContextManager[trio.Nursery] | None = None
-        self._nursery: trio.Nursery | None = None
+        self._lifetime: AbstractAsyncContextManager[None] | None = None
 
     async def __aenter__(self) -> ModelCallStream:
-        """Open the nursery and start the producer: production begins here."""
+        """Start the producer in a nursery that stays open until the caller's block ends."""
         if self._state != "new":
             raise RuntimeError("a model stream can be entered only once")
-        self._nursery_manager = trio.open_nursery()
-        self._nursery = await self._nursery_manager.__aenter__()
         self._state = "open"
-        self._nursery.start_soon(self._run_producer)
+        self._lifetime = self._producing()
+        await self._lifetime.__aenter__()
         return self
 
     async def __aexit__(
@@ -61,12 +59,25 @@ class ModelCallStream(AssistantMessageEventStream):
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> bool | None:
-        """Cancel the producer if it still runs, wait for it, and close the nursery."""
-        assert self._nursery is not None and self._nursery_manager is not None
-        self._state = "closed"
-        self._nursery.cancel_scope.cancel()
+        """The caller's block is over: end `_producing`, which stops the producer."""
+        assert self._lifetime is not None
+        return await self._lifetime.__aexit__(exc_type, exc, traceback)
+
+    @asynccontextmanager
+    async def _producing(self) -> AsyncIterator[None]:
+        """The producer's nursery, written as every nursery is; it lives as long as the caller's block.
+
+        When the block ends, the producer is cancelled if it still runs and
+        the nursery waits until it has stopped: no producer outlives its consumer.
+        """
         try:
-            return await self._nursery_manager.__aexit__(exc_type, exc, traceback)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._run_producer)
+                try:
+                    yield
+                finally:
+                    self._state = "closed"
+                    nursery.cancel_scope.cancel()
         except BaseExceptionGroup as group:
             # The nursery wraps even a single exception in a group; the caller
             # of `async with stream:` should see its own exception unchanged.
@@ -87,11 +98,11 @@ class ModelCallStream(AssistantMessageEventStream):
     def _check_usable(self) -> None:
         if self._state == "new":
             raise RuntimeError(NEVER_ENTERED)
-        if self._state == "closed" and not self._done:
+        if self._state == "closed" and not self.done:
             raise RuntimeError(CLOSED_EARLY)
 
     async def _run_producer(self) -> None:
         """Run the producer; returning without a terminal event is a bug, not a hang."""
         await self._produce(self)
-        if not self._done:
+        if not self.done:
             raise RuntimeError("the producer of a model stream returned without a done or error event")

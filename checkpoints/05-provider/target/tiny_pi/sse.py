@@ -32,6 +32,7 @@ class SSEDecoder:
 
     def __init__(self) -> None:
         self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._at_start = True  # nothing decoded yet: a byte-order mark may come first
         self._line_parts: list[str] = []  # the line still being received, in pieces
         self._after_cr = False  # the last text ended in "\r": a "\n" may follow
         self._data: list[str] = []  # the data lines of the event being built
@@ -54,6 +55,11 @@ class SSEDecoder:
         """Cut new text into lines; only this text is scanned, never the old."""
         if not text:
             return []
+        if self._at_start:
+            self._at_start = False
+            text = text.removeprefix("\ufeff")  # the spec's UTF-8 decode drops one leading BOM
+            if not text:
+                return []
         if self._after_cr and text[0] == "\n":
             text = text[1:]  # the second half of a CRLF cut by the network
         self._after_cr = text.endswith("\r")

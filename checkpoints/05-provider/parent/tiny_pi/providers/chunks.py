@@ -19,11 +19,12 @@ assembler needs in `__init__`).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from tiny_pi.messages import (
     AssistantContent,
     ErrorEvent,
+    ErrorReason,
     ModelEvent,
     StartEvent,
     StopReason,
@@ -39,6 +40,11 @@ def stop_reason_for(finish_reason: str | None, has_calls: bool) -> StopReason:
 def usage_from_wire(wire: object, path: str = "usage") -> Usage:
     """The usage ledger: prompt tokens split into fresh input, cache reads and cache writes."""
     raise NotImplementedError("lab 5.3: the usage ledger")
+
+
+def wire_index(fragment: dict[str, Any], path: str) -> int | None:
+    """The fragment's `index`, or None when the server left it out (older Ollama, Gemini)."""
+    raise NotImplementedError("lab 5.3: a fragment's wire index")
 
 
 def parse_arguments(raw: str) -> dict[str, Any] | None:
@@ -74,6 +80,6 @@ class ChunkAssembler:
         """The terminal event once the stream is over: done, if a finish_reason came."""
         raise NotImplementedError("lab 5.3: the terminal event at the end of the stream")
 
-    def fail(self, message: str, reason: Literal["error", "aborted"] = "error") -> ErrorEvent:
+    def fail(self, message: str, reason: ErrorReason = "error") -> ErrorEvent:
         """The terminal error event; the partial message stays, no call in it can run."""
         raise NotImplementedError("lab 5.3: the terminal error event")

@@ -17,7 +17,7 @@ joined only if somebody reads that partial.
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Any
 
 import attrs
 
@@ -26,6 +26,7 @@ from tiny_pi.messages import (
     AssistantMessage,
     DoneEvent,
     ErrorEvent,
+    ErrorReason,
     LazyPartial,
     ModelEvent,
     StartEvent,
@@ -93,6 +94,12 @@ def count(wire: dict[str, Any], key: str, path: str) -> int:
     return 0 if value is None else expect_int(value, f"{path}.{key}")
 
 
+def wire_index(fragment: dict[str, Any], path: str) -> int | None:
+    """The fragment's `index`, or None when the server left it out (older Ollama, Gemini)."""
+    index = fragment.get("index")
+    return None if index is None else expect_int(index, f"{path}.index")
+
+
 def parse_arguments(raw: str) -> dict[str, Any] | None:
     """The arguments of a finished call, or None when the text is not a JSON object."""
     if raw.strip() == "":
@@ -133,7 +140,9 @@ class ChunkAssembler:
         # lists only grow, so a list's length says exactly how far its block had come.
         self._pieces: list[list[str]] = []
         self._text_index: int | None = None  # the text block still growing, if any
-        self._calls: dict[int, int] = {}  # wire index of a tool call -> its content index
+        # The wire index of a tool call -> the content index of the call it names now
+        # (None: the index some servers leave out).
+        self._calls: dict[int | None, int] = {}
         self._finish_reason: str | None = None
         self._stop_reason: StopReason | None = None
         self._usage = Usage()
@@ -161,7 +170,7 @@ class ChunkAssembler:
         self.closed = True
         return DoneEvent(self._stop_reason, self._final(self._stop_reason))
 
-    def fail(self, message: str, reason: Literal["error", "aborted"] = "error") -> ErrorEvent:
+    def fail(self, message: str, reason: ErrorReason = "error") -> ErrorEvent:
         """The terminal error event; the partial message stays, no call in it can run."""
         if self._secret:
             message = message.replace(self._secret, "[redacted]")
@@ -177,13 +186,13 @@ class ChunkAssembler:
             raise WireError(f"the provider reported an error mid-stream: {reported}")
         if chunk.get("usage") is not None:
             self._usage = usage_from_wire(chunk["usage"])
-        choices = expect_list(chunk.get("choices", []), "choices")
+        choices = expect_list(chunk.get("choices") or [], "choices")
         if not choices:
-            return []  # the trailing usage chunk has `choices: []`
+            return []  # the trailing usage chunk has `choices: []` (or null, or none)
         choice = expect_object(choices[0], "choices[0]")
         events = self._read_delta(expect_object(choice.get("delta") or {}, "choices[0].delta"))
         finish_reason = optional_str(choice.get("finish_reason"), "choices[0].finish_reason")
-        if finish_reason is not None:
+        if finish_reason:  # some servers send "" on every chunk until the real reason
             events += self._finish(finish_reason)
         return events
 
@@ -210,20 +219,25 @@ class ChunkAssembler:
 
     def _on_fragment(self, fragment: dict[str, Any], path: str) -> ToolCallDeltaEvent:
         """Merge one tool-call fragment into the call with the same wire index."""
-        index = expect_int(fragment.get("index"), f"{path}.index")
+        index = wire_index(fragment, path)
+        call_id = optional_str(fragment.get("id"), f"{path}.id")
         function = expect_object(fragment.get("function") or {}, f"{path}.function")
         piece = optional_str(function.get("arguments"), f"{path}.function.arguments") or ""
-        if index not in self._calls:
-            self._calls[index] = self._open_call(fragment, function, path)
+        if index not in self._calls or self._names_another_call(index, call_id):
+            self._calls[index] = self._open_call(call_id, function, path)
         content_index = self._calls[index]
         self._pieces[content_index].append(piece)
         return ToolCallDeltaEvent(content_index, piece, self._snapshot())
 
-    def _open_call(self, fragment: dict[str, Any], function: dict[str, Any], path: str) -> int:
-        """The first fragment of a call: the only one that carries its id and name."""
-        if not fragment.get("id"):
+    def _names_another_call(self, index: int | None, call_id: str | None) -> bool:
+        """A new id on an open index starts a new call: some servers give every call index 0."""
+        call = self._blocks[self._calls[index]]
+        return bool(call_id) and isinstance(call, ToolCall) and call_id != call.id
+
+    def _open_call(self, call_id: str | None, function: dict[str, Any], path: str) -> int:
+        """The first fragment of a call: the only one that must carry its id and name."""
+        if not call_id:
             raise WireError(f"{path}.id is missing: the first fragment of a call must carry it")
-        call_id = expect_str(fragment["id"], f"{path}.id")
         name = expect_str(function.get("name"), f"{path}.function.name")
         self._text_index = None
         return self._grow(ToolCall(id=call_id, name=name, arguments={}, raw_arguments=""))
@@ -241,12 +255,13 @@ class ChunkAssembler:
             raise WireError(f"finish_reason changed from {was!r} to {finish_reason!r}")
         if self._finish_reason is not None:
             return []
-        self._stop_reason = stop_reason_for(finish_reason, bool(self._calls))
+        calls = [i for i, block in enumerate(self._blocks) if isinstance(block, ToolCall)]
+        self._stop_reason = stop_reason_for(finish_reason, bool(calls))
         self._finish_reason = finish_reason
         if self._stop_reason == "length":
             self._blocks = tuple(unparsed(block) for block in self._blocks)
             return []  # a cut-off call is never parsed, never announced as complete
-        return [self._end_call(index) for index in sorted(self._calls.values())]
+        return [self._end_call(content_index) for content_index in calls]
 
     def _end_call(self, content_index: int) -> ToolCallEndEvent:
         """A finished call: its raw arguments joined and parsed, once."""

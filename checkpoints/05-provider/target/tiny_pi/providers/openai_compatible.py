@@ -23,7 +23,7 @@ from tiny_pi.providers.chunks import ChunkAssembler
 from tiny_pi.providers.normalize import completion_to_message
 from tiny_pi.providers.outbound import ToolSpec, build_request_body
 from tiny_pi.providers.wire import WireError, error_text, parse_json
-from tiny_pi.scripted_model import project
+from tiny_pi.projection import project
 from tiny_pi.sse import ServerSentEvent, SSEDecoder
 
 
@@ -92,6 +92,8 @@ class OpenAICompatibleModel:
         """The adapter's boundary: whatever goes wrong becomes an error event."""
         try:
             await self._request(stream, body, assembler)
+        except WireError as error:  # a whole answer the seam refused
+            stream.push(assembler.fail(str(error)))
         except httpx.HTTPError as error:
             stream.push(assembler.fail(f"transport error ({type(error).__name__}): {error}"))
         except Exception as error:  # a bug or a surprise: still an event, never a crash
@@ -114,14 +116,14 @@ class OpenAICompatibleModel:
     async def _read_whole_answer(
         self, stream: ModelCallStream, response: httpx.Response, assembler: ChunkAssembler
     ) -> None:
-        """A server that ignored `stream: true`: the seam checks the answer, `project` plays it."""
-        try:
-            text = (await response.aread()).decode("utf-8", errors="replace")
-            answer = parse_json(text, "the response body")
-            message = completion_to_message(answer, provider=self.provider, model=self.model)
-        except WireError as error:
-            stream.push(assembler.fail(str(error)))
-            return
+        """A server that ignored `stream: true`: the seam checks the answer, `project` plays it.
+
+        A body that is not JSON, or not a completion, raises WireError; `_exchange`
+        turns it into the error event.
+        """
+        text = (await response.aread()).decode("utf-8", errors="replace")
+        answer = parse_json(text, "the response body")
+        message = completion_to_message(answer, provider=self.provider, model=self.model)
         for event in project(message):
             stream.push(event)
 

@@ -14,6 +14,7 @@ from typing import Any, Sequence
 from attrs import field, frozen
 
 from tiny_pi.messages import (
+    ERROR_REASONS,
     AgentContext,
     AgentMessage,
     AssistantMessage,
@@ -58,7 +59,7 @@ def to_wire_messages(context: AgentContext) -> list[dict[str, Any]]:
     if context.system_prompt:
         wire.append({"role": "system", "content": context.system_prompt})
     for message in context.messages:
-        if isinstance(message, AssistantMessage) and message.stop_reason in ("error", "aborted"):
+        if isinstance(message, AssistantMessage) and message.stop_reason in ERROR_REASONS:
             continue  # a failed call is kept for the user, never replayed to the model
         wire.append(to_wire_message(message))
     return wire

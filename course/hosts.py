@@ -1,0 +1,103 @@
+"""Start run hosts (course/runhost.py), early or just in time, with the standard library only.
+
+A command that runs tests spends its first half second importing click,
+trio and the course, and a host spends as long importing pytest. Started
+first (course/launch.py calls `prestart()` before anything heavy is
+imported), the host imports on the other core while the command imports on
+this one; the command's RunPool then adopts it with `take()`. A host started
+later by the pool is the same program with the same environment: the two
+differ only in when they paid their start-up.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from course.run_env import run_environment
+
+HOST_SCRIPT = Path(__file__).with_name("runhost.py")
+
+
+class Spawned:
+    """A host process, ready or not yet, and the course's end of its socket."""
+
+    def __init__(self, process: subprocess.Popen[bytes], control: socket.socket,
+                 env: Mapping[str, str], preload: tuple[str, ...]) -> None:
+        self.process = process
+        self.control = control
+        self.env = dict(env)
+        self.preload = preload
+
+    def kill(self) -> None:
+        """Close the socket (the host then sweeps its runs and exits); kill it if it does not."""
+        self.control.close()
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            self.process.wait()
+
+
+def spawn(preload: Sequence[str] = (), env: Mapping[str, str] | None = None) -> Spawned:
+    """Start a host that imports `preload` besides pytest; it says "ready" on the socket."""
+    env = run_environment() if env is None else env
+    ours, theirs = socket.socketpair()
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "-P", str(HOST_SCRIPT), str(theirs.fileno()), *preload],
+            cwd=os.sep,
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            pass_fds=(theirs.fileno(),),
+            start_new_session=True,  # Ctrl-C at the terminal reaches the course, which then ends the runs
+        )
+    except BaseException:
+        ours.close()
+        raise
+    finally:
+        theirs.close()
+    return Spawned(process, ours, env, tuple(preload))
+
+
+_early: Spawned | None = None
+
+
+def prestart() -> None:
+    """Start a host with the core libraries only, for the command's first RunPool to adopt."""
+    global _early
+    if _early is not None or not hasattr(os, "fork") or os.environ.get("COURSE_WARM", "1") == "0":
+        return
+    try:
+        _early = spawn()
+    except OSError:
+        return  # the pool will start its own
+    atexit.register(_kill_unadopted)
+
+
+def take(env: Mapping[str, str]) -> Spawned | None:
+    """The prestarted host, once, if it has the environment a run needs now."""
+    global _early
+    spawned, _early = _early, None
+    if spawned is not None and spawned.env != dict(env):
+        spawned.kill()
+        return None
+    return spawned
+
+
+def _kill_unadopted() -> None:
+    global _early
+    spawned, _early = _early, None
+    if spawned is not None:
+        spawned.kill()

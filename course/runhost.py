@@ -1,0 +1,343 @@
+"""The run host: an interpreter that has imported pytest and runs tests in forked children.
+
+Started by the course (course/hosts.py) as `python -P runhost.py FD [MODULE...]`,
+in a session of its own, with the environment of a run already in place. It
+imports pytest and the listed libraries (never `tiny_pi`, never a snapshot's
+tests), says it is ready, and then serves runs one at a time over the socket
+FD, which only the course holds the other end of (a socketpair: nothing on
+the file system, nothing a test could connect to).
+
+Why a host at all: starting an interpreter and importing pytest costs more
+than a chapter's focused tests. A host started early (before the course
+command has imported itself) has paid that by the time the command knows
+what to run. A host started just in time is the same program, so a run
+behaves the same whichever host serves it: that is the point of having one.
+
+Per run the course sends one JSON line (the run's spec: directory, pytest
+arguments, environment, time and memory limits) with two pipe ends attached
+(SCM_RIGHTS): where the run's output goes and where its test reports go.
+The host forks a child that closes the socket, applies the spec, and runs
+`pytest.main` with the Reporter below as a plugin object (public hooks only).
+The host answers `{"pid": N}`, waits for the child at most the time limit,
+then kills every process the run left behind and answers
+`{"exit": CODE, "timed_out": BOOL}`.
+
+Nothing a run starts outlives it: the host is a child subreaper, so every
+orphan of the run (a daemon that called setsid, a double fork, a process
+that keeps forking) becomes the host's child, and the sweep after each run
+stops and kills all of its descendants. No environment marker is involved.
+If the course goes away, the socket reads as closed: the host sweeps and
+exits. If the host itself is killed, the kernel kills the run's child.
+
+This file imports nothing of the course: a learner's tests must not be able
+to import the tool that judges them.
+"""
+
+from __future__ import annotations
+
+import array
+import ctypes
+import gc
+import importlib
+import json
+import os
+import resource
+import select
+import signal
+import socket
+import sys
+import time
+
+EVENTS_FD = 3  # where the Reporter writes, in the run's child
+CORE = ("pytest", "trio", "attrs")
+TEXT_LIMIT = 16 * 1024  # longest failure text sent per report (head and tail)
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+
+
+class Reporter:
+    """A pytest plugin object: one JSON line per fact of the run, written to EVENTS_FD.
+
+    The course reads test outcomes from these lines, not from the terminal
+    summary, and knows which test was running when time ran out. A run that
+    ends without the `finish` line did not end the way pytest ends.
+    """
+
+    def __init__(self, fd: int) -> None:
+        self._out = os.fdopen(fd, "w", encoding="utf-8", buffering=1)
+
+    def _emit(self, **fields: object) -> None:
+        try:
+            self._out.write(json.dumps(fields) + "\n")
+            self._out.flush()
+        except (OSError, ValueError):
+            pass  # the course stopped listening: the run is being torn down
+
+    def pytest_collection_finish(self, session) -> None:  # type: ignore[no-untyped-def]
+        self._emit(collected=[item.nodeid for item in session.items])
+
+    def pytest_collectreport(self, report) -> None:  # type: ignore[no-untyped-def]
+        if report.failed:
+            self._emit(collect_error=report.nodeid, text=_cut(report.longreprtext))
+
+    def pytest_runtest_logstart(self, nodeid: str, location) -> None:  # type: ignore[no-untyped-def]
+        self._emit(start=nodeid)
+
+    def pytest_runtest_logreport(self, report) -> None:  # type: ignore[no-untyped-def]
+        path, line, _ = report.location
+        self._emit(
+            report=report.nodeid,
+            when=report.when,
+            outcome=report.outcome,
+            xfail=hasattr(report, "wasxfail"),
+            file=path,
+            line=line,
+            text=_cut(report.longreprtext) if report.failed or report.skipped else "",
+        )
+
+    def pytest_exception_interact(self, node, call, report) -> None:  # type: ignore[no-untyped-def]
+        if call.excinfo is None:
+            return
+        self._emit(
+            exception=node.nodeid,
+            message=_cut(call.excinfo.exconly()),
+            memory=call.excinfo.errisinstance(MemoryError),
+        )
+
+    def pytest_sessionfinish(self, session, exitstatus) -> None:  # type: ignore[no-untyped-def]
+        self._emit(finish=int(exitstatus))
+
+
+def _cut(text: str) -> str:
+    if len(text) <= TEXT_LIMIT:
+        return text
+    half = TEXT_LIMIT // 2
+    return f"{text[:half]}\n[... {len(text) - TEXT_LIMIT} characters left out ...]\n{text[-half:]}"
+
+
+# The child: one run -------------------------------------------------------------------
+
+
+def run_child(spec: dict, output: int, events: int) -> None:
+    """In the forked child: become the run described by `spec`, run pytest, exit."""
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(output, 1)
+    os.dup2(output, 2)
+    os.dup2(events, EVENTS_FD)
+    os.closerange(EVENTS_FD + 1, _max_fd())  # the socket to the host, among others
+    limit = int(spec["memory_limit"] * 1024**3)
+    try:
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    except (ValueError, OSError):
+        pass  # a hard limit already lower than ours: keep it
+    os.chdir(spec["directory"])
+    os.environ.clear()
+    os.environ.update(spec["env"])
+    sys.path.insert(0, spec["directory"])  # what `python -m pytest` does with its cwd
+    sys.argv = ["pytest", *spec["args"]]
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    import pytest
+
+    code = 3
+    try:
+        code = int(pytest.main(list(spec["args"]), plugins=[Reporter(EVENTS_FD)]))
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _max_fd() -> int:
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return min(soft, 65536) if soft > 0 else 4096
+
+
+# The host: serve runs, sweep after each --------------------------------------------
+
+
+def main() -> None:
+    control = socket.socket(fileno=int(sys.argv[1]))
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    try:
+        importlib.import_module("pytest")
+    except Exception as error:  # noqa: BLE001 - said to the course, which says it to the user
+        _send(control, {"ready": False, "error": f"{type(error).__name__}: {error}"})
+        _quit(control)
+    for name in (*CORE, *sys.argv[2:]):
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - the run that needs it will say so, in its own output
+            pass
+    gc.collect()
+    gc.freeze()  # pytest collects garbage often; frozen objects are not walked again in every child
+    signal.signal(signal.SIGTERM, lambda *_: _quit(control))
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the course's to handle
+    _send(control, {"ready": True})
+    while True:
+        request = _receive(control)
+        if request is None:
+            _quit(control)
+        spec, fds = request
+        serve(control, spec, fds)
+
+
+def serve(control: socket.socket, spec: dict, fds: list[int]) -> None:
+    """One run: fork the child, wait at most the time limit, sweep, report."""
+    output, events = fds
+    child = os.fork()
+    if child == 0:
+        try:
+            run_child(spec, output, events)
+        finally:
+            os._exit(70)
+    os.close(output)
+    os.close(events)
+    _send(control, {"pid": child})
+    status, timed_out, cancelled = _wait(child, float(spec["time_limit"]), control)
+    status = _sweep(child, status)
+    _send(control, {"exit": _exit_code(status), "timed_out": timed_out})
+    if cancelled:
+        _quit(control)
+
+
+def _wait(child: int, limit: float, control: socket.socket) -> tuple[int | None, bool, bool]:
+    """The child's wait status, or None when the time ran out or the course went away."""
+    deadline = time.monotonic() + limit
+    try:
+        pidfd: int | None = os.pidfd_open(child)
+    except (AttributeError, OSError):
+        pidfd = None
+    try:
+        while True:
+            pid, status = os.waitpid(child, os.WNOHANG)
+            if pid == child:
+                return status, False, False
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None, True, False
+            watched = [control] + ([pidfd] if pidfd is not None else [])
+            ready, _, _ = select.select(watched, [], [], left if pidfd is not None else min(left, 0.01))
+            if control in ready:
+                return None, False, True  # the course closed the socket: it is gone, or it cancelled
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
+
+
+def _sweep(child: int, status: int | None) -> int | None:
+    """Stop, then kill, every descendant of this host; reap them all, keeping the child's status.
+
+    Stopped first and killed once no new one appears, so a process that
+    forks in a loop cannot outrun the sweep.
+    """
+    me = os.getpid()
+    for _ in range(100):
+        stopped: set[int] = set()
+        for _ in range(50):
+            fresh = _descendants(me) - stopped
+            if not fresh:
+                break
+            for pid in fresh:
+                _signal(pid, signal.SIGSTOP)
+            stopped |= fresh
+        if not stopped:
+            break
+        for pid in stopped:
+            _signal(pid, signal.SIGKILL)
+        status = _reap(child, status, block=True)
+    return _reap(child, status, block=False)
+
+
+def _reap(child: int, status: int | None, block: bool) -> int | None:
+    while True:
+        try:
+            pid, code = os.waitpid(-1, 0 if block else os.WNOHANG)
+        except ChildProcessError:
+            return status
+        if pid == 0:
+            return status
+        if pid == child:
+            status = code
+
+
+def _descendants(root: int) -> set[int]:
+    """Every live process below `root`, from /proc (orphans of a run are reparented to root)."""
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as handle:
+                stat = handle.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        children.setdefault(int(fields[1]), []).append(int(name))
+    found: set[int] = set()
+    todo = [root]
+    while todo:
+        for pid in children.get(todo.pop(), []):
+            if pid not in found:
+                found.add(pid)
+                todo.append(pid)
+    return found
+
+
+def _exit_code(status: int | None) -> int | None:
+    if status is None:
+        return None
+    return os.waitstatus_to_exitcode(status)
+
+
+def _signal(pid: int, number: int) -> None:
+    try:
+        os.kill(pid, number)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _prctl(option: int, value: int) -> None:
+    """Linux's prctl; elsewhere nothing (the course then relies on the sweep alone)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _quit(control: socket.socket) -> None:
+    _sweep(-1, None)
+    control.close()
+    os._exit(0)
+
+
+def _send(control: socket.socket, message: dict) -> None:
+    try:
+        control.sendall(json.dumps(message).encode() + b"\n")
+    except OSError:
+        _quit(control)
+
+
+def _receive(control: socket.socket) -> tuple[dict, list[int]] | None:
+    """One request line with its two file descriptors; None when the course closed the socket."""
+    fds = array.array("i")
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk, ancillary, _, _ = control.recvmsg(65536, socket.CMSG_SPACE(2 * fds.itemsize))
+        if not chunk:
+            return None
+        data += chunk
+        for level, kind, payload in ancillary:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                fds.frombytes(payload[: len(payload) - len(payload) % fds.itemsize])
+    if len(fds) != 2:
+        for fd in fds:
+            os.close(fd)
+        return None
+    return json.loads(data), list(fds)
+
+
+if __name__ == "__main__":
+    main()

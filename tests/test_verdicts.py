@@ -1,0 +1,222 @@
+"""Exact verdicts: what `course test`, `checkpoint` and `verify` say is true, whatever the learner edits.
+
+Each case breaks one promise on purpose, on the one-chapter fixture course
+(`tiny_pi/adder.py`, tests `test_add_small` and `test_add_big`), and checks
+the verdict the command gives, as a learner or an author sees it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES, course, mini
+from hostile_helpers import CHAPTER, run_course
+
+PATHS = pytest.mark.parametrize("warm", [False, True], ids=["fresh-host", "prestarted-host"])
+UNSOLVED = "def add(a, b):\n    return 0\n"
+
+
+@pytest.fixture
+def unsolved(mini_course: Path, tmp_path: Path) -> Path:
+    """A learner's dir whose add() is wrong: every honest verdict is red."""
+    directory = tmp_path / "work"
+    shutil.copytree(mini_course / CHAPTER / "target", directory)
+    (directory / "tiny_pi/adder.py").write_text(UNSOLVED)
+    return directory
+
+
+def assert_cheat_fails(mini_course: Path, directory: Path, warm: bool = True) -> str:
+    result, _, _ = run_course(mini_course, "test", "1", str(directory), warm=warm)
+    assert "Traceback" not in result.stderr, result.stderr
+    assert result.returncode == 1, "a cheat turned the verdict green:\n" + result.stdout
+    assert "Green" not in result.stdout
+    return result.stdout
+
+
+
+@PATHS
+def test_emptied_test_bodies_do_not_make_a_learner_green(mini_course: Path, unsolved: Path, warm: bool) -> None:
+    (unsolved / "tests/test_01_adder.py").write_text("def test_add_small(): pass\ndef test_add_big(): pass\n")
+    out = assert_cheat_fails(mini_course, unsolved, warm)
+    assert "the verdict used the chapter's: tests/test_01_adder.py" in out
+
+
+@PATHS
+def test_a_conftest_that_marks_every_test_passed_is_not_used(mini_course: Path, unsolved: Path, warm: bool) -> None:
+    (unsolved / "tests/conftest.py").write_text(textwrap.dedent("""
+        import pytest
+        @pytest.hookimpl(hookwrapper=True)
+        def pytest_runtest_makereport(item, call):
+            outcome = yield
+            report = outcome.get_result()
+            report.outcome = "passed"
+    """))
+    out = assert_cheat_fails(mini_course, unsolved, warm)
+    assert "tests/conftest.py" in out
+
+
+@PATHS
+def test_a_plugin_added_to_the_learners_pytest_ini_is_not_loaded(mini_course: Path, unsolved: Path, warm: bool) -> None:
+    (unsolved / "passer.py").write_text("def pytest_collection_modifyitems(items):\n    items.clear()\n")
+    ini = unsolved / "pytest.ini"
+    ini.write_text(ini.read_text() + "addopts = -p passer\n")
+    out = assert_cheat_fails(mini_course, unsolved, warm)
+    assert "pytest.ini" in out
+
+
+@PATHS
+def test_a_fake_report_and_os_exit_is_a_crash(mini_course: Path, unsolved: Path, warm: bool, tmp_path: Path) -> None:
+    (unsolved / "tiny_pi/adder.py").write_text(textwrap.dedent("""
+        import os, sys
+        def add(a, b):
+            for argument in sys.argv:
+                if argument.startswith("--junitxml="):
+                    open(argument.split("=", 1)[1], "w").write("<testsuite tests='2'/>")
+            os._exit(0)
+    """))
+    out = assert_cheat_fails(mini_course, unsolved, warm)
+    assert "did a test call os._exit()" in out
+
+
+@PATHS
+@pytest.mark.parametrize("variable", ["FORCE_COLOR", "PY_COLORS"])
+def test_colour_forced_by_the_environment_never_changes_a_verdict(mini_course: Path, variable: str, warm: bool) -> None:
+    result = course("verify", env={"COURSE_ROOT": str(mini_course), variable: "1", "COURSE_WARM": str(int(warm)),
+                                   "TERM": "xterm-256color", "COLUMNS": "311"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "The course holds" in result.stdout
+
+
+@PATHS
+def test_filterwarnings_error_in_the_chapter_config_keeps_a_solution_green(mini_course: Path, warm: bool,
+                                                                            tmp_path: Path) -> None:
+    for snapshot in ("parent", "target"):
+        ini = mini_course / CHAPTER / snapshot / "pytest.ini"
+        ini.write_text(ini.read_text() + "filterwarnings =\n    error\n")
+    directory = tmp_path / "work"
+    shutil.copytree(mini_course / CHAPTER / "target", directory)
+    result, _, _ = run_course(mini_course, "test", "1", str(directory), warm=warm)
+    assert result.returncode == 0, result.stdout + result.stderr
+    result, _, _ = run_course(mini_course, "checkpoint", "1", warm=warm)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def edit_toml(root: Path, old: str, new: str) -> None:
+    path = root / CHAPTER / "chapter.toml"
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new, 1))
+
+
+def checkpoint_line(root: Path, name: str) -> str:
+    result = mini(root, "checkpoint", "1")
+    assert result.returncode == 1, result.stdout + result.stderr
+    lines = [line for line in result.stdout.splitlines() if name in line]
+    assert lines and lines[0].lstrip().startswith("[FAIL]"), result.stdout
+    return result.stdout
+
+
+def test_more_passes_than_a_lab_expects_is_a_deviation(mini_course: Path) -> None:
+    edit_toml(mini_course, 'select = "small"\nexpected_passed = 1', 'select = "small"\nexpected_passed = 0')
+    out = checkpoint_line(mini_course, "lab 1.1")
+    assert "expected: 0 passed" in out and "actual:   1/1 passed" in out
+
+
+def test_a_skipped_test_never_counts_as_passed(mini_course: Path) -> None:
+    test_file = mini_course / CHAPTER / "target/tests/test_01_adder.py"
+    text = test_file.read_text()
+    test_file.write_text("import pytest\n" + text.replace("def test_add_small(): ", "def test_add_small(): pytest.skip('later'); "))
+    out = checkpoint_line(mini_course, "lab 1.1")
+    assert "actual:   0/1 passed" in out
+
+
+def test_a_selection_of_no_tests_is_never_green(mini_course: Path) -> None:
+    edit_toml(mini_course, 'select = "small"\nexpected_passed = 1', 'select = "nothing_by_this_name"\nexpected_passed = 0')
+    out = checkpoint_line(mini_course, "lab 1.1")
+    assert "no tests: the selection matched none" in out
+
+
+def test_lab_tests_that_never_reported_are_not_passed(mini_course: Path, tmp_path: Path) -> None:
+    directory = tmp_path / "work"
+    shutil.copytree(mini_course / CHAPTER / "target", directory)
+    (directory / "tiny_pi/adder.py").write_text(textwrap.dedent("""
+        import os
+        def add(a, b):
+            if a >= 10:
+                os._exit(0)  # test_add_big ends the interpreter: test_add_small has passed by then
+            return a + b
+    """))
+    result, _, _ = run_course(mini_course, "test", "1", str(directory), "--json")
+    assert result.returncode == 1
+    checks = {check["name"]: check for check in json.loads(result.stdout)["checks"]}
+    both = checks["lab 1.2 Both"]
+    assert both["ok"] is False
+    assert both["run"]["passed"] == 1 and both["run"]["not_run"] == 1, both
+
+
+def test_the_first_red_lights_kind_is_checked_not_only_its_fragment(mini_course: Path) -> None:
+    edit_toml(mini_course, 'kind = "collection-error"', 'kind = "failed"')
+    out = checkpoint_line(mini_course, "first red light")
+    assert "expected: failed showing" in out and "collection-error" in out
+
+
+def test_verify_names_an_undeclared_change_of_a_teaching_file_between_chapters(tmp_path: Path) -> None:
+    root = tmp_path / "chain"
+    shutil.copytree(FIXTURES / "chain-course", root)
+    adder = root / "checkpoints/02-multiplier/parent/tiny_pi/adder.py"
+    adder.write_text(adder.read_text() + "\n# changed on the way into chapter 02\n")
+    result = mini(root, "verify")
+    assert result.returncode == 1
+    assert ("tiny_pi/adder.py differs between 01-adder/target and 02-multiplier/parent, "
+            "but chapter.toml does not declare it") in result.stdout
+
+
+@pytest.mark.parametrize("spelling", ["01-nonsense", "1-adder-x", "adder2"])
+def test_a_chapter_id_that_only_looks_right_is_refused_with_the_choices(mini_course: Path, spelling: str) -> None:
+    result = mini(mini_course, "checkpoint", spelling)
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"course: no chapter {spelling!r}. Valid chapters: 01-adder"
+
+
+def test_checkpoint_honours_the_chapters_time_limit(mini_course: Path) -> None:
+    edit_toml(mini_course, 'first_step = "Write add."', 'first_step = "Write add."\ntime_limit = 2')
+    test_file = mini_course / CHAPTER / "target/tests/test_01_adder.py"
+    test_file.write_text("import time\n" + test_file.read_text().replace(
+        "def test_add_big(): ", "def test_add_big(): time.sleep(60); "))
+    result = mini(mini_course, "checkpoint", "1", timeout=40)
+    assert result.returncode == 1
+    assert "the tests did not finish in 2 s - a stream that never ends? (still running: " \
+           "tests/test_01_adder.py::test_add_big)" in result.stdout
+
+
+def test_verify_reuses_a_story_only_while_nothing_it_reads_changed(mini_course: Path, fresh_verify_cache: Path) -> None:
+    first = mini(mini_course, "verify", "--json")
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert [t["cached"] for t in json.loads(first.stdout)["times"]] == [False]
+    lesson = mini_course / CHAPTER / "README.md"
+    lesson.write_text(lesson.read_text() + "\nOne more sentence of the lesson.\n")
+    second = mini(mini_course, "verify", "--json")
+    assert [t["cached"] for t in json.loads(second.stdout)["times"]] == [True], "a lesson edit re-ran the story"
+    adder = mini_course / CHAPTER / "target/tiny_pi/adder.py"
+    adder.write_text(adder.read_text().replace("return a + b", "return a - b"))
+    third = mini(mini_course, "verify", "--json")
+    assert third.returncode == 1, "a changed target reused a stale verdict"
+    assert [t["cached"] for t in json.loads(third.stdout)["times"]] == [False]
+    adder.write_text(adder.read_text().replace("return a - b", "return a + b"))
+    fresh = mini(mini_course, "verify", "--fresh", "--json")
+    assert fresh.returncode == 0
+    assert [t["cached"] for t in json.loads(fresh.stdout)["times"]] == [False]
+    assert list(fresh_verify_cache.iterdir()), "nothing was stored outside checkpoints/"
+
+
+def test_a_failure_names_the_learners_own_files_never_the_throw_away_copy(mini_course: Path, unsolved: Path) -> None:
+    (unsolved / "tiny_pi/adder.py").write_text("def add(a, b):\n    raise ValueError('failed in ' + __file__)\n")
+    result, _, _ = run_course(mini_course, "test", "1", str(unsolved))
+    assert result.returncode == 1
+    assert f"failed in {unsolved / 'tiny_pi/adder.py'}" in result.stdout, result.stdout
+    assert "course-verdict-" not in result.stdout
