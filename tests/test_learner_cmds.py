@@ -131,7 +131,7 @@ def test_inside_a_practice_dir_or_below_it_no_chapter_id_is_needed(world: dict[s
         assert tested.returncode == 1, tested.stderr
         assert f"Testing {'.' if where == learner else learner} (chapter 01's focused tests):" in tested.stdout
         assert "could not import the tests in tests/test_01_adder.py" in tested.stdout
-        assert "Lab 1.1 Small - hint 1 of 4" in run(world, "hint", cwd=where).stdout
+        assert "Lab 1.1 Small - hint 1 of" in run(world, "hint", cwd=where).stdout
         assert "not written yet" in run(world, "diff", cwd=where).stdout
         assert run(world, "show", cwd=where).stdout.startswith("# ")
         status = json.loads(run(world, "status", "--json", cwd=where).stdout)
