@@ -53,7 +53,9 @@ def test_the_sketch_comes_before_the_full_code_which_is_the_top(mini_course: Pat
     everything = mini(mini_course, "hint", "1", str(learner), "--lab", "1.1", "--all")
     assert "5. the full code (new):" in everything.stdout
     assert "     # file: tiny_pi/adder.py" in everything.stdout and "         return a + b" in everything.stdout
-    assert "Close it and write the code from what you understood, then run `course test 01 --lab 1.1`" in everything.stdout
+    assert ("Close it and write the code from what you understood, then run "
+            f"`course test 01 {learner} --lab 1.1`; `course diff 01 {learner}` compares") in everything.stdout, \
+        "the commands carry the DIR the learner typed"
     beyond = mini(mini_course, "hint", "1", str(learner), "--lab", "1.1", "--next")
     assert beyond.returncode == 0
     assert "That was the last rung: there is nothing above the full code." in beyond.stdout
