@@ -371,6 +371,17 @@ def test_a_practice_dir_inside_another_work_tree_is_refused_unless_nested(world:
     shutil.rmtree(inner)
 
 
+def test_inside_the_course_repository_only_practice_is_a_place_for_practice_dirs(tmp_path: Path) -> None:
+    root = tmp_path / "course"
+    shutil.copytree(FIXTURES / "mini-course", root)
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    world = {"base": root, "root": root, "state": tmp_path / "state"}
+    refused = one_line_error(run(world, "practice", "1", "notes/work"))
+    assert "(the course repository, outside practice/)" in refused and not (root / "notes").exists()
+    made = run(world, "practice", "1")
+    assert made.returncode == 0 and (root / "practice/01-adder/LEARNING.md").is_file(), made.stderr
+
+
 def test_os_errors_on_a_learner_path_are_one_line_and_checkpoints_are_never_written(world: dict[str, Path]) -> None:
     base = world["base"]
     (base / "loop").symlink_to(base / "loop")
