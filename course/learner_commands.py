@@ -11,7 +11,6 @@ that differ, a declined reset), 2 usage or input error (course.errors.UsageError
 from __future__ import annotations
 
 import json
-import shlex
 import sys
 from pathlib import Path
 

@@ -21,7 +21,7 @@ from course.catalog import Chapter, Lab
 from course.checks import Check
 from course.failures import digest as failure_digest
 from course.failures import first_failure, tests_by_lab
-from course.progress import LastTest
+from course.locate import shown
 from course.redlights import Update
 
 OK_MARK = "[ok]  "
@@ -237,9 +237,5 @@ def progress(message: str, enabled: bool = True, limit: float | None = None) -> 
 
 
 def display_path(path: Path) -> str:
-    """A path for the learner: relative to the current dir when it is below it."""
-    try:
-        relative = path.absolute().relative_to(Path.cwd())
-    except (ValueError, OSError):
-        return str(path)
-    return str(relative)
+    """A path for the learner: relative to the current dir when it is below it (course.locate.shown)."""
+    return shown(path)
