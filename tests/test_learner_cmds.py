@@ -139,6 +139,25 @@ def test_inside_a_practice_dir_or_below_it_no_chapter_id_is_needed(world: dict[s
     (learner / ".course/hints.json").unlink()
 
 
+def test_watch_needs_no_chapter_id_below_a_practice_dir(world: dict[str, Path]) -> None:
+    from loop_helpers import LiveCourse
+
+    adder = world["learner"] / "tiny_pi/adder.py"
+    watch = LiveCourse(world["root"], "watch", "--once", "--poll", "--debounce", "50",
+                       cwd=world["learner"] / "tiny_pi", XDG_STATE_HOME=str(world["state"]))
+    try:
+        watch.wait_for("Watching")
+        adder.write_text(WRONG)
+        screen = watch.wait_for("Next:")
+        assert watch.process.wait(timeout=60) == 1
+    finally:
+        watch.stop()
+        adder.unlink()
+    assert screen[0].startswith("== run 1") and "saved tiny_pi/adder.py" in screen[0]
+    assert "  first failure: tests/test_01_adder.py::test_add_small" in screen
+    assert screen[-1] == "Next: make lab 1.1 green: `course watch 01 --lab 1.1` (stuck? `course hint 01 --lab 1.1`)"
+
+
 def test_a_chapter_id_that_does_not_match_the_dir_is_refused_and_nothing_is_written(world: dict[str, Path]) -> None:
     learner = world["learner"]
     before = tree_hash(learner)
