@@ -160,4 +160,4 @@ class AgentContext:
     """
 
     messages: list[AgentMessage] = field(factory=list)
-    system_prompt: str | None = None
+    system_prompt: str | None = field(default=None, validator=optional(is_str))

@@ -45,7 +45,10 @@ def to_json(messages: Sequence[AgentMessage]) -> str:
 
 def from_json(document: str) -> list[AgentMessage]:
     """Rebuild a transcript saved by `to_json`, refusing any unknown or missing key."""
-    data = json.loads(document)
+    try:
+        data = json.loads(document)
+    except json.JSONDecodeError as error:
+        raise TranscriptError(f"invalid JSON: {error.msg} at character {error.pos}") from error
     if not isinstance(data, list):
         raise TranscriptError(f"a transcript is a JSON array, got {type(data).__name__}")
     return [message_from_data(item, f"messages[{index}]") for index, item in enumerate(data)]
