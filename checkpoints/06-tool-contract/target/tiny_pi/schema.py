@@ -79,5 +79,7 @@ def object_problems(schema: dict[str, Any], value: dict[str, Any], path: str) ->
 
 
 def same_json(left: Any, right: Any) -> bool:
-    """Equal as JSON values: Python's `True == 1` must not make true match 1."""
+    """Equal as JSON values: true never matches 1 (Python's `True == 1`), 1.0 does."""
+    if has_type(left, "number") and has_type(right, "number"):
+        return left == right  # JSON has one kind of number: 1 and 1.0 are the same value
     return json_type(left) == json_type(right) and left == right

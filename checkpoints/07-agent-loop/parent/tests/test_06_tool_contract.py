@@ -98,6 +98,7 @@ def test_schema_json_types_follow_json_not_python():
     assert problems("boolean", 0) == ["x: expected boolean, got integer"]
     assert problems("integer", 2.0) == []
     assert problems("integer", 2.5) == ["x: expected integer, got number"]
+    assert problems("string", 2.0) == ["x: expected string, got number"]  # a float is a number
     assert problems("number", 3) == []
     assert problems("null", None) == []
     assert problems("string", None) == ["x: expected string, got null"]
@@ -128,6 +129,25 @@ def test_schema_enum_compares_json_values():
         'arguments.mode: expected one of "fast", "slow", got "medium"'
     ]
     assert schema_problems({"enum": [1, 2]}, True, "flag") == ["flag: expected one of 1, 2, got true"]
+    assert schema_problems({"enum": [1, 2]}, 1.0, "n") == []  # one JSON number, written two ways
+    assert schema_problems({"enum": [1, 2]}, "1", "n") == ['n: expected one of 1, 2, got "1"']
+    assert schema_problems({"enum": ["fast"]}, b"fast", "mode") == [
+        "mode: expected one of \"fast\", got \"b'fast'\""  # no JSON for bytes: its repr, quoted
+    ]
+
+
+def test_schema_checks_the_type_then_the_enum_then_the_properties():
+    assert schema_problems({"type": "string", "enum": ["fast"]}, 1, "mode") == [
+        "mode: expected string, got integer"
+    ]
+    enum_first = {"enum": [{}], "required": ["path"]}
+    assert schema_problems(enum_first, {"colour": "red"}, "x") == [
+        'x: expected one of {}, got {"colour": "red"}'
+    ]
+    no_type = {"properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    assert schema_problems(no_type, {"n": "1"}) == ["arguments.n: expected integer, got string"]
+    assert schema_problems(no_type, {}) == ["arguments.n: required property is missing"]
+    assert schema_problems(no_type, "not an object") == []  # without `type`, anything else fits
 
 
 def test_schema_nested_objects_report_the_full_path():
@@ -252,6 +272,16 @@ def test_contract_tool_that_returns_no_text_blocks_becomes_an_error_result():
         assert error_text(run(call({"path": "README.md"}), registry)) == (
             f"Tool 'read' returned {kind}, not a list of text blocks"
         )
+
+
+def test_contract_an_empty_list_is_a_result_with_no_blocks():
+    async def quiet(arguments, *, signal):
+        return []  # nothing to say is still an answer
+
+    registry = ToolRegistry([Tool("quiet", "Say nothing.", {"type": "object"}, quiet)])
+    result = run(call({}, name="quiet"), registry)
+
+    assert (result.is_error, result.content) == (False, ())
 
 
 JSON = st.recursive(

@@ -41,10 +41,11 @@ from tiny_pi.messages import (
     to_json,
     user_message,
 )
-from tiny_pi.providers.chunks import ChunkAssembler
+from tiny_pi.providers.chunks import ChunkAssembler, stop_reason_for
 from tiny_pi.providers.normalize import normalize_assistant_message
 from tiny_pi.providers.openai_compatible import OpenAICompatibleModel
 from tiny_pi.providers.outbound import ToolSpec, build_request_body
+from tiny_pi.providers.wire import WireError
 from tiny_pi.sse import ServerSentEvent, SSEDecoder
 
 TIME_LIMIT = 2.0
@@ -95,6 +96,11 @@ def finish(reason):
 def usage_only(**usage):
     """The trailing chunk `stream_options.include_usage` asks for: no choices, only usage."""
     return {"id": "chatcmpl-05", "object": "chat.completion.chunk", "choices": [], "usage": usage}
+
+
+def finish_with_usage(reason, **usage):
+    """A gateway's habit: the finish_reason repeated on the usage chunk."""
+    return {**usage_only(**usage), "choices": [{"index": 0, "delta": {}, "finish_reason": reason}]}
 
 
 def sse(payloads, line_end="\n"):
@@ -497,6 +503,44 @@ def test_chunks_interleaved_calls_are_merged_by_index():
     assert ends == [(1, "call-a"), (3, "call-b")]
 
 
+def test_chunks_empty_text_is_no_event_but_every_fragment_is_a_delta():
+    begins, first_piece, last_piece = ONE_CALL[1:4]
+    payloads = [says(""), begins, first_piece, says(""), call_continues(0, ""), chunk({"content": None})]
+    events = assemble([*payloads, last_piece, *ONE_CALL[4:]])
+
+    message = done(events, "toolUse")
+    assert types(events) == ["start", *["toolcall_delta"] * 4, "toolcall_end", "done"]
+    assert [event.delta for event in events[1:5]] == ["", '{"path": ', "", '"README.md"}']
+    assert message.content == (ToolCall("call-1", "read", {"path": "README.md"}, '{"path": "README.md"}'),)
+
+
+FIRST_FRAGMENT_ERRORS = {
+    "no id": (
+        call_continues(0, "{}"),
+        "choices[0].delta.tool_calls[0].id is missing: the first fragment of a call must carry it",
+    ),
+    "no name": (
+        chunk({"tool_calls": [{"index": 0, "id": "call-1", "function": {"arguments": "{}"}}]}),
+        "choices[0].delta.tool_calls[0].function.name must be a string, got null",
+    ),
+}
+
+
+def test_chunks_a_first_fragment_without_an_id_or_a_name_is_refused():
+    for case, (fragment, expected) in FIRST_FRAGMENT_ERRORS.items():
+        message = failed(assemble([says("Reading."), fragment, finish("tool_calls"), "[DONE]"]))
+
+        assert message.error_message == expected, case
+        assert message.content == (text("Reading."),), case
+
+
+def test_chunks_a_payload_that_is_json_but_not_an_object_is_refused():
+    message = failed(assemble([says("ok"), "[1]", finish("stop"), "[DONE]"]))
+
+    assert message.error_message == "chunk must be an object, got array"
+    assert message.content == (text("ok"),)
+
+
 def test_chunks_usage_ledger_from_trailing_chunk_without_choices():
     message = done(assemble(WITH_USAGE), "stop")
 
@@ -533,6 +577,23 @@ def test_chunks_tool_calls_finish_without_calls_is_an_error():
 def test_chunks_unknown_or_filtered_finish_reason_is_an_error_naming_it():
     assert "eos_token" in failed(assemble(UNKNOWN_FINISH)).error_message
     assert "content_filter" in failed(assemble(CONTENT_FILTER)).error_message
+
+
+FINISH_ERRORS = {
+    # (finish_reason, did calls arrive?) -> the WireError stop_reason_for raises
+    ("tool_calls", False): "finish_reason 'tool_calls' but no tool call arrived",
+    ("content_filter", True): "the provider withheld the reply: finish_reason 'content_filter'",
+    ("eos_token", False): "unknown finish_reason 'eos_token'",
+}
+
+
+def test_chunks_stop_reason_for_raises_a_wire_error_for_its_error_rows():
+    for (finish_reason, has_calls), expected in FINISH_ERRORS.items():
+        with pytest.raises(WireError) as raised:
+            stop_reason_for(finish_reason, has_calls)
+        assert str(raised.value) == expected
+
+    assert [stop_reason_for("stop", True), stop_reason_for(None, False)] == ["toolUse", "stop"]
 
 
 def test_chunks_content_after_finish_is_an_error_keeping_the_partial():
@@ -575,9 +636,8 @@ def test_chunks_an_empty_finish_reason_means_not_finished_yet():
 
 
 def test_chunks_a_repeated_finish_reason_ends_the_calls_once():
-    usage_with_finish = usage_only(prompt_tokens=3, completion_tokens=2)
-    usage_with_finish["choices"] = [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]
-    events = assemble([*ONE_CALL[:-1], usage_with_finish, "[DONE]"])
+    repeated = finish_with_usage("tool_calls", prompt_tokens=3, completion_tokens=2)
+    events = assemble([*ONE_CALL[:-1], repeated, "[DONE]"])
 
     assert types(events).count("toolcall_end") == 1
     assert done(events, "toolUse").usage.input == 3
@@ -604,6 +664,20 @@ def test_chunks_partials_are_snapshots_that_later_events_do_not_change():
     assert events[1].partial.content == (text("Checking both."),)
     assert [len(event.partial.content) for event in events[:5]] == [0, 1, 2, 3, 4]
     assert events[5].partial.content[1].raw_arguments == '{"path": '
+
+
+def test_chunks_a_partial_is_provisional_with_the_usage_so_far_and_one_timestamp():
+    events = assemble([*ONE_CALL[:-2], finish_with_usage("tool_calls", prompt_tokens=3), "[DONE]"])
+
+    message = done(events, "toolUse")
+    for event in events[:-1]:
+        assert event.partial.stop_reason == "stop", event.type
+        assert event.partial.error_message is None, event.type
+        assert event.partial.timestamp == message.timestamp, event.type
+    assert events[1].partial.usage == Usage()  # nothing counted yet
+    assert events[-2].type == "toolcall_end"
+    assert events[-2].partial.usage == message.usage == Usage(3, 0, 3, 0, 0)
+    assert "_partial=AssistantMessage(" in repr(events[1])  # printed as the message, lazy or not
 
 
 def peak_bytes(action):
@@ -762,11 +836,13 @@ def test_http_invalid_json_is_an_error_event():
 
 
 def test_http_a_whole_answer_that_is_not_json_is_an_error_event():
-    events, message = play(mock_model([b'{"choices": [{"message": '], content_type="application/json"))
+    for content_type in ("application/json", "application/json; charset=utf-8"):
+        reads = [b'{"choices": [{"message": ']
+        events, message = play(mock_model(reads, content_type=content_type))
 
-    assert types(events) == ["error"]
-    assert failed(events) is message
-    assert message.error_message.startswith("invalid JSON in the response body: ")
+        assert types(events) == ["error"], content_type
+        assert failed(events) is message
+        assert message.error_message.startswith("invalid JSON in the response body: ")
 
 
 def test_http_dropped_connection_is_an_error_event_keeping_the_partial():
