@@ -207,6 +207,9 @@ def test_verify_reuses_a_story_only_while_nothing_it_reads_changed(mini_course: 
     third = mini(mini_course, "verify", "--json")
     assert third.returncode == 1, "a changed target reused a stale verdict"
     assert [t["cached"] for t in json.loads(third.stdout)["times"]] == [False]
+    again = mini(mini_course, "verify", "--json")
+    assert [t["cached"] for t in json.loads(again.stdout)["times"]] == [False], \
+        "a story that did not hold was stored: a flaky time-out would stay red without running again"
     adder.write_text(adder.read_text().replace("return a - b", "return a + b"))
     fresh = mini(mini_course, "verify", "--fresh", "--json")
     assert fresh.returncode == 0
@@ -220,3 +223,10 @@ def test_a_failure_names_the_learners_own_files_never_the_throw_away_copy(mini_c
     assert result.returncode == 1
     assert f"failed in {unsolved / 'tiny_pi/adder.py'}" in result.stdout, result.stdout
     assert "course-verdict-" not in result.stdout
+
+
+def test_a_failing_test_in_the_focused_file_is_a_deviation_even_when_the_passes_add_up(mini_course: Path) -> None:
+    test_file = mini_course / CHAPTER / "target/tests/test_01_adder.py"
+    test_file.write_text(test_file.read_text() + "def test_add_extra(): assert add(2, 2) == 5\n")
+    out = checkpoint_line(mini_course, "focused tests pass on target")
+    assert "expected: 2/2 passed" in out and "actual:   2/3 passed" in out
