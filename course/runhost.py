@@ -25,7 +25,8 @@ then kills every process the run left behind and answers
 Nothing a run starts outlives it: the host is a child subreaper, so every
 orphan of the run (a daemon that called setsid, a double fork, a process
 that keeps forking) becomes the host's child, and the sweep after each run
-stops and kills all of its descendants. No environment marker is involved.
+kills all of its descendants, a process group at a time. No environment
+marker is involved.
 If the course goes away, the socket reads as closed: the host sweeps and
 exits. If the host itself is killed, the kernel kills the run's child.
 
@@ -51,6 +52,7 @@ import time
 EVENTS_FD = 3  # where the Reporter writes, in the run's child
 CORE = ("pytest", "trio", "attrs")
 TEXT_LIMIT = 16 * 1024  # longest failure text sent per report (head and tail)
+REAP_INTERVAL = 0.05  # seconds between reaps of a run's exited orphans while it runs
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -121,6 +123,7 @@ def _cut(text: str) -> str:
 def run_child(spec: dict, output: int, events: int) -> None:
     """In the forked child: become the run described by `spec`, run pytest, exit."""
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    os.setpgid(0, 0)  # a group of its own: the sweep kills it, and all that stays in it, in one step
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.dup2(output, 1)
@@ -212,14 +215,16 @@ def _wait(child: int, limit: float, control: socket.socket) -> tuple[int | None,
         pidfd = None
     try:
         while True:
-            pid, status = os.waitpid(child, os.WNOHANG)
-            if pid == child:
+            # Reap every exited process, not only the child: a test that keeps forking
+            # leaves its exited generations to this subreaper, and unreaped they pile up.
+            status = _reap(child, None, block=False)
+            if status is not None:
                 return status, False, False
             left = deadline - time.monotonic()
             if left <= 0:
                 return None, True, False
             watched = [control] + ([pidfd] if pidfd is not None else [])
-            ready, _, _ = select.select(watched, [], [], left if pidfd is not None else min(left, 0.01))
+            ready, _, _ = select.select(watched, [], [], min(left, REAP_INTERVAL))
             if control in ready:
                 return None, False, True  # the course closed the socket: it is gone, or it cancelled
     finally:
@@ -228,30 +233,33 @@ def _wait(child: int, limit: float, control: socket.socket) -> tuple[int | None,
 
 
 def _sweep(child: int, status: int | None) -> int | None:
-    """Stop, then kill, every descendant of this host; reap them all, keeping the child's status.
+    """Kill every descendant of this host, whole process groups at a time; reap them all.
 
-    Stopped first and killed once no new one appears, so a process that
-    forks in a loop cannot outrun the sweep.
+    The run's child leads a process group of its own, so everything it starts
+    shares that group unless it leaves it (setsid, setpgid), and such a
+    process leads a group of its own in turn. Killing a group is one atomic
+    step in the kernel, which no member can outrun by forking; killing
+    processes one by one, a loop that forks and exits always has a new
+    generation alive by the time the list is read again.
     """
     me = os.getpid()
-    for _ in range(100):
-        stopped: set[int] = set()
-        for _ in range(50):
-            fresh = _descendants(me) - stopped
-            if not fresh:
-                break
-            for pid in fresh:
-                _signal(pid, signal.SIGSTOP)
-            stopped |= fresh
-        if not stopped:
+    own_group = os.getpgid(0)
+    for _ in range(200):
+        found = _descendants(me)
+        if not found:
             break
-        for pid in stopped:
-            _signal(pid, signal.SIGKILL)
-        status = _reap(child, status, block=True)
+        for group in {group for group in found.values() if group != own_group}:
+            _signal_group(group, signal.SIGKILL)
+        for pid, group in found.items():
+            if group == own_group:
+                _signal(pid, signal.SIGKILL)
+        status = _reap(child, status, block=False)
+        time.sleep(0.005)
     return _reap(child, status, block=False)
 
 
 def _reap(child: int, status: int | None, block: bool) -> int | None:
+    """Collect every exited child (orphans of the run included); keep the run child's status."""
     while True:
         try:
             pid, code = os.waitpid(-1, 0 if block else os.WNOHANG)
@@ -263,9 +271,13 @@ def _reap(child: int, status: int | None, block: bool) -> int | None:
             status = code
 
 
-def _descendants(root: int) -> set[int]:
-    """Every live process below `root`, from /proc (orphans of a run are reparented to root)."""
-    children: dict[int, list[int]] = {}
+def _descendants(root: int) -> dict[int, int]:
+    """Every process below `root` that is not yet reaped, with its process group, from /proc.
+
+    Orphans of a run are reparented to root (a child subreaper), so they are
+    found here however they left their parent.
+    """
+    children: dict[int, list[tuple[int, int]]] = {}
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
@@ -274,14 +286,14 @@ def _descendants(root: int) -> set[int]:
                 stat = handle.read()
         except OSError:
             continue
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        children.setdefault(int(fields[1]), []).append(int(name))
-    found: set[int] = set()
+        fields = stat[stat.rfind(b")") + 2 :].split()  # state, ppid, pgrp, ...
+        children.setdefault(int(fields[1]), []).append((int(name), int(fields[2])))
+    found: dict[int, int] = {}
     todo = [root]
     while todo:
-        for pid in children.get(todo.pop(), []):
+        for pid, group in children.get(todo.pop(), []):
             if pid not in found:
-                found.add(pid)
+                found[pid] = group
                 todo.append(pid)
     return found
 
@@ -295,6 +307,13 @@ def _exit_code(status: int | None) -> int | None:
 def _signal(pid: int, number: int) -> None:
     try:
         os.kill(pid, number)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _signal_group(group: int, number: int) -> None:
+    try:
+        os.killpg(group, number)
     except (ProcessLookupError, PermissionError):
         pass
 
