@@ -27,7 +27,6 @@ from course.learner_diff import MISSING, SAME, compare, line_colour
 from course.locate import enclosing_practice_dir, suggest
 from course.progress import read_last_test
 from course.render import colour_setting
-from course.reset import bring_back_line, open_practice_repo, plan_reset, reset
 from course.status import course_status, first_open_lab
 from course.watch import DEFAULT_DEBOUNCE_MS, WatchSession, choose_mode
 from course.workspace import require_git
@@ -241,6 +240,8 @@ def status_command(ctx: CourseContext, directories: tuple[str, ...], as_json: bo
 @pass_context
 def reset_command(ctx: CourseContext, chapter_id: str | None, directory: str | None, files: tuple[str, ...], yes: bool) -> None:
     """Restore files of your practice dir from the chapter's starting point; your versions are committed first."""
+    from course.reset import bring_back_line, open_practice_repo, plan_reset, reset  # git: only for this command
+
     require_git()
     place = ctx.locate("reset", chapter_id, directory)
     if place.how == "default":  # a reset rewrites files: only where the learner said, or stands

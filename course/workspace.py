@@ -15,10 +15,12 @@ import signal
 import tempfile
 import threading
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
-import git
 import trio
+
+if TYPE_CHECKING:
+    import git
 
 from course.errors import ChapterError, CourseError, UsageError
 
@@ -187,6 +189,8 @@ def make_practice_dir(source: Path, directory: Path, learning_md: str, message: 
     Failures of the file system or of git become one paragraph (CourseError,
     exit 2), not a traceback.
     """
+    import git  # here, not at the top: every command imports this module, few make practice dirs
+
     with signals_deferred() as interrupted:
         created: list[Path] = []
         staging: Path | None = None
@@ -244,6 +248,8 @@ def _clear(staging: Path | None, created: list[Path]) -> Path | None:
 
 
 def _could_not_make(directory: Path, error: OSError | git.GitError, left: Path | None) -> str:
+    import git
+
     if isinstance(error, git.GitCommandError):
         stderr = str(error.stderr).strip().strip("'").strip()
         lines = [line for line in stderr.splitlines() if line.strip()]
@@ -263,6 +269,8 @@ def _could_not_make(directory: Path, error: OSError | git.GitError, left: Path |
 
 
 def _commit_start(build: Path, message: str) -> None:
+    import git
+
     repo = git.Repo.init(build, initial_branch="main")
     try:
         with repo.config_writer() as config:
