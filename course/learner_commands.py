@@ -28,6 +28,7 @@ from course.locate import enclosing_practice_dir, suggest
 from course.progress import read_last_test
 from course.render import colour_setting
 from course.status import course_status, first_open_lab
+from course.verdict_copy import differing_files
 from course.watch import DEFAULT_DEBOUNCE_MS, WatchSession, choose_mode
 from course.workspace import require_git
 
@@ -175,10 +176,11 @@ def diff_command(ctx: CourseContext, chapter_id: str | None, directory: str | No
     chapter, target = place.chapter, place.directory
     files = compare(target, chapter)
     differ = [f for f in files if f.status != SAME]
+    not_used = differing_files(chapter, target)
     if as_json:
         document = {"command": "diff", "chapter": chapter.name, "directory": str(target),
                     "same": not differ, "same_code": all(f.status == SAME or f.same_code for f in files),
-                    "files": [f.to_json() for f in files]}
+                    "files": [f.to_json() for f in files], "tests_and_config_not_used": not_used}
         click.echo(json.dumps(document, indent=2))
         sys.exit(1 if differ else 0)
     output.say(f"Your teaching files in {output.display_path(target)} against the target of chapter {chapter.name}:")
@@ -187,6 +189,9 @@ def diff_command(ctx: CourseContext, chapter_id: str | None, directory: str | No
         output.say("  " + item.summary(), fg=colour)
     if differ and all(f.same_code for f in differ):
         output.say("Your code does what the target's does: what differs is only docstrings, comments and blank lines.")
+    if not_used:
+        output.say("Your tests and config that differ from the chapter's (course test uses the chapter's): "
+                   + ", ".join(not_used), fg="yellow")
     if show:
         for item in differ:
             click.echo("")

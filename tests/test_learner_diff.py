@@ -57,3 +57,14 @@ def test_missing_and_identical_files(mini_course: Path, tmp_path: Path) -> None:
     assert same.returncode == 0
     assert "tiny_pi/adder.py: same as the target" in same.stdout
     assert "Predict" not in same.stdout and "@@" not in same.stdout
+
+
+def test_diff_lists_the_learners_tests_and_config_that_a_verdict_does_not_use(mini_course: Path, tmp_path: Path) -> None:
+    learner = practice(mini_course, tmp_path / "p")
+    (learner / "tests/test_01_adder.py").write_text("def test_add_small(): pass\n")
+    (learner / "tests/conftest.py").write_text("")
+    result = mini(mini_course, "diff", "1", str(learner))
+    assert ("Your tests and config that differ from the chapter's (course test uses the chapter's): "
+            "tests/conftest.py, tests/test_01_adder.py") in result.stdout
+    document = json.loads(mini(mini_course, "diff", "1", str(learner), "--json").stdout)
+    assert document["tests_and_config_not_used"] == ["tests/conftest.py", "tests/test_01_adder.py"]
