@@ -1,6 +1,6 @@
 """Scaffold the next chapter: `checkpoints/NN-slug/` after the last one, ready to fill in.
 
-    python -m tools.scaffold tool-contract --title "The tool contract"
+    course dev scaffold tool-contract --title "The tool contract"
 
 A new chapter has to satisfy lineage and load with the catalog from its
 first minute, or the author's first `course verify` drowns in noise about
@@ -22,7 +22,8 @@ import click
 from attrs import frozen
 
 from course.cards import CARD_BEGIN, CARD_END, with_card
-from course.catalog import DIR_PATTERN, Catalog, Chapter, chapter_name, chapter_nn, find_root, load_catalog, load_chapter
+from course.catalog import DIR_PATTERN, Catalog, Chapter, chapter_name, chapter_nn, load_catalog, load_chapter
+from course.dev import checkout_root
 from course.errors import CourseError, UsageError
 from course.schema import toml_document
 from course.workspace import copy_snapshot
@@ -141,7 +142,7 @@ def render_focused_test(plan: Plan) -> str:
     lines = [
         f'"""Focused tests of chapter {plan.nn}: {plan.title}.',
         "",
-        "Scaffolded by tools.scaffold. Replace the stub below with the chapter's",
+        "Scaffolded by course dev scaffold. Replace the stub below with the chapter's",
         "real tests, keep this file identical in parent/ and target/, then update",
         "expected_passed, [[labs]] and [[redlights]] in chapter.toml.",
         '"""',
@@ -291,7 +292,7 @@ def main(slug: str, title: str, summary: str, mode: str, teaching_files: tuple[s
     leaves no half-made chapter.
     """
     try:
-        root = find_root()
+        root = checkout_root("scaffold")
         catalog = load_catalog(root)
         files = teaching_files or (f"tiny_pi/{slug.replace('-', '_')}.py",)
         plan = plan_chapter(catalog, slug, title, summary, mode, tuple(files))
@@ -304,7 +305,7 @@ def main(slug: str, title: str, summary: str, mode: str, teaching_files: tuple[s
                else f"  parent/ = a fresh snapshot + {plan.focused_test}")
     click.echo(f"  target/ = parent/ + {', '.join(plan.teaching_files)}")
     click.echo(f"next: write the tests and code, fill in the TODOs of chapter.toml, then "
-               f"`python -m tools.cards` and `course verify {plan.nn}`")
+               f"`course dev cards` and `course verify {plan.nn}`")
 
 
 if __name__ == "__main__":

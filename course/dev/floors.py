@@ -1,6 +1,7 @@
 """Print pip constraints that pin every dependency of pyproject.toml to its floor.
 
-    python -m tools.floors [PYPROJECT]     # pyproject.toml of the current dir by default
+    course dev floors [PYPROJECT]          # pyproject.toml of the current dir by default
+    python -S -m tools.floors [PYPROJECT]  # the same, before anything is installed (CI)
 
 A floor (`>=X`) is a promise: "the course works with X". CI keeps that promise
 honest by installing exactly those versions (`pip install -c FILE`) and running

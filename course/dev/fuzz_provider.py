@@ -1,11 +1,11 @@
 """Fuzz a chapter's provider with hypothesis: 10,000 hostile HTTP exchanges by default.
 
-    python -m tools.fuzz_provider                      # chapter 05's target, 10,000 examples
-    python -m tools.fuzz_provider 05 --examples 2000 --workers 2 --seed 7
-    python -m tools.fuzz_provider --snapshot DIR       # any snapshot with tiny_pi/providers
+    course dev fuzz                      # chapter 05's target, 10,000 examples
+    course dev fuzz 05 --examples 2000 --workers 2 --seed 7
+    course dev fuzz --snapshot DIR       # any snapshot with tiny_pi/providers
 
 The snapshot is copied to a temporary directory (checkpoints/ is only read)
-and `tools/fuzz_provider_worker.py` runs there, in fresh interpreters with
+and `course/dev/fuzz_provider_worker.py` runs there, in fresh interpreters with
 cwd = the copy, so the `tiny_pi` under test is the only one any of them can
 import. The examples are split over worker processes (one per core by
 default), each with its own seed; every worker checks every example against

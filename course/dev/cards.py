@@ -3,8 +3,8 @@
 The chapter list of README.md comes from every chapter.toml; the key tables of
 checkpoints/README.md come from the chapter.toml schema (course.schema).
 
-    python -m tools.cards            # rewrite stale cards
-    python -m tools.cards --check    # only report; exit 1 when a card is stale
+    course dev cards            # rewrite stale cards
+    course dev cards --check    # only report; exit 1 when a card is stale
 
 The card is the one part of a lesson an author must never edit by hand:
 `course verify` fails when it no longer matches chapter.toml.
@@ -30,15 +30,16 @@ from course.cards import (
     with_card,
 )
 from course.catalog import find_root, load_catalog
+from course.dev import checkout_root
 from course.errors import CourseError
 
 
 @click.command()
 @click.option("--check", is_flag=True, help="Report stale cards without writing.")
 def main(check: bool) -> None:
-    """Rewrite (or check) the checkpoint card of every lesson."""
+    """Regenerate (or --check) every lesson's checkpoint card, the README's chapter list and the key tables."""
     try:
-        catalog = load_catalog(find_root())
+        catalog = load_catalog(find_root() if check else checkout_root("cards"))
     except CourseError as error:
         click.echo(f"cards: {error}", err=True)
         sys.exit(2)

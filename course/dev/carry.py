@@ -1,9 +1,9 @@
 """Carry a change made in one snapshot forward through every later snapshot.
 
-    python -m tools.carry 03                  # target(03) was edited; HEAD holds the old version
-    python -m tools.carry 03 --base OLD_DIR   # the old version is a snapshot directory
-    python -m tools.carry 03 --from parent    # parent(03) was edited (a focused test, a starter)
-    python -m tools.carry 03 --dry-run        # say what would change, write nothing
+    course dev carry 03                  # target(03) was edited; HEAD holds the old version
+    course dev carry 03 --base OLD_DIR   # the old version is a snapshot directory
+    course dev carry 03 --from parent    # parent(03) was edited (a focused test, a starter)
+    course dev carry 03 --dry-run        # say what would change, write nothing
 
 Snapshots repeat each other on purpose, so a fix to target(03) is also owed
 to parent(04), target(04), parent(05), ... Copying the file would wipe out
@@ -35,9 +35,10 @@ import git
 from attrs import frozen
 
 from course.catalog import Catalog, Chapter, find_root, load_catalog
+from course.dev import checkout_root
 from course.errors import CourseError, UsageError
 from course.lineage import is_ignored, snapshot_files
-from course.merging import Files, Merge, merge_text, rebase_patch
+from course.dev.merging import Files, Merge, merge_text, rebase_patch
 from course.workspace import copy_snapshot
 
 SIDES = ("parent", "target")
@@ -336,7 +337,7 @@ def main(chapter_id: str, side: str, base_dir: Path | None, dry_run: bool) -> No
     Exit status: 0 carried (or nothing to carry), 1 conflict, 2 usage error.
     """
     try:
-        root = find_root()
+        root = find_root() if dry_run else checkout_root("carry")
         catalog = load_catalog(root)
         chapter = catalog.resolve(chapter_id)
         source = Snapshot(chapter, side)

@@ -1,7 +1,7 @@
 """Benchmark the course's feedback loop against plain pytest, in one run, side by side.
 
-    python -m tools.bench            # every measurement, median of 5 after a warm-up
-    python -m tools.bench --runs 9 --markdown
+    course dev bench            # every measurement, median of 5 after a warm-up
+    course dev bench --runs 9 --markdown
 
 Absolute seconds depend on the machine, so every goal is a ratio against a
 baseline measured in the same run (or, for `verify`, a wall-clock budget on

@@ -1,7 +1,7 @@
 """How deep each lesson is: the measures `course verify` checks, with what is behind them.
 
-    python -m tools.depth               # every chapter: copy share, lesson length, the rest
-    python -m tools.depth 03 --copied   # also the teaching-file lines the lesson prints verbatim
+    course dev depth               # every chapter: copy share, lesson length, the rest
+    course dev depth 03 --copied   # also the teaching-file lines the lesson prints verbatim
 
 Per chapter: the copy share (new teaching-file lines that the lesson's code
 blocks print verbatim; goal at most 35 %), the lesson's length (under 900
@@ -18,7 +18,7 @@ import click
 
 from course.catalog import find_root, load_catalog
 from course.errors import CourseError
-from course.lessons import (
+from course.dev.lessons import (
     COPY_SHARE_GOAL,
     LESSON_LINE_LIMIT,
     copy_share,
@@ -32,7 +32,7 @@ from course.lessons import (
 @click.argument("chapter_ids", nargs=-1)
 @click.option("--copied", is_flag=True, help="List the lines the lesson prints verbatim.")
 def main(chapter_ids: tuple[str, ...], copied: bool) -> None:
-    """Report each chapter's lesson depth."""
+    """Each chapter's lesson depth: copy share, length, unstated messages, last hint rungs."""
     try:
         catalog = load_catalog(find_root())
         chapters = [catalog.resolve(c) for c in chapter_ids] if chapter_ids else list(catalog.chapters)

@@ -1,8 +1,8 @@
 """Show a chapter's target diff: what the learner writes, from parent to target.
 
-    python -m tools.target_diff 03            # the whole diff (coloured on a terminal)
-    python -m tools.target_diff 03 --stat     # only which files change, and how much
-    python -m tools.target_diff 03 tiny_pi/messages/records.py   # one file
+    course dev target-diff 03            # the whole diff (coloured on a terminal)
+    course dev target-diff 03 --stat     # only which files change, and how much
+    course dev target-diff 03 tiny_pi/messages/records.py   # one file
 
 This is the view a learner gets after predicting, so it must show exactly
 the chapter's work and nothing else: both snapshots are copied without
