@@ -142,7 +142,7 @@ def render_focused_test(plan: Plan) -> str:
     lines = [
         f'"""Focused tests of chapter {plan.nn}: {plan.title}.',
         "",
-        "Scaffolded by course dev scaffold. Replace the stub below with the chapter's",
+        "Scaffolded by `course dev scaffold`. Replace the stub below with the chapter's",
         "real tests, keep this file identical in parent/ and target/, then update",
         "expected_passed, [[labs]] and [[redlights]] in chapter.toml.",
         '"""',
