@@ -41,6 +41,20 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     session.config.stash[_START_HASH] = tree_hash(CHECKPOINTS)
 
 
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """No command may write under checkpoints/: checked once every test has run, whatever their order.
+
+    A change fails the session (exit status 1) even when every test passed,
+    because the write may have come from any test's command.
+    """
+    if tree_hash(CHECKPOINTS) != session.config.stash[_START_HASH]:
+        reporter = session.config.pluginmanager.getplugin("terminalreporter")
+        reporter.write_line(
+            "FAILED: a command wrote under checkpoints/ during this session (git status checkpoints/ shows what)",
+            red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 _START_HASH = pytest.StashKey[str]()
 
 
@@ -50,11 +64,6 @@ def fresh_verify_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: py
     directory = tmp_path_factory.mktemp("verify-cache")
     monkeypatch.setenv("COURSE_CACHE", str(directory))
     return directory
-
-
-@pytest.fixture(scope="session")
-def checkpoints_hash_at_start(request: pytest.FixtureRequest) -> str:
-    return request.config.stash[_START_HASH]
 
 
 def course(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,

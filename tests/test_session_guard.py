@@ -1,0 +1,39 @@
+"""The suite's own guard: a session in which anything wrote under checkpoints/ fails, in any test order."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+CONFTEST = Path(__file__).with_name("conftest.py")
+
+
+def _session_with(pytester: pytest.Pytester, test_body: str) -> pytest.RunResult:
+    """Run a one-test session under this suite's conftest, with a checkpoints/ of its own beside it."""
+    (pytester.path / "checkpoints").mkdir()
+    (pytester.path / "checkpoints" / "chapter.toml").write_text("number = 2\n")
+    tests = pytester.path / "tests"
+    tests.mkdir()
+    shutil.copy(CONFTEST, tests / "conftest.py")
+    (tests / "test_one.py").write_text(
+        "from conftest import CHECKPOINTS\n\n"
+        f"def test_one():\n    {test_body}\n"
+    )
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", str(tests))
+
+
+def test_a_write_under_checkpoints_fails_the_session_though_every_test_passed(pytester: pytest.Pytester) -> None:
+    result = _session_with(pytester, "(CHECKPOINTS / 'chapter.toml').write_text('number = 3\\n')")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["FAILED: a command wrote under checkpoints/ during this session*"])
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+
+
+def test_a_session_that_only_reads_checkpoints_passes(pytester: pytest.Pytester) -> None:
+    result = _session_with(pytester, "assert (CHECKPOINTS / 'chapter.toml').read_text()")
+    assert result.ret == pytest.ExitCode.OK
+    assert "wrote under checkpoints" not in result.stdout.str()
