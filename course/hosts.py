@@ -74,16 +74,26 @@ def spawn(preload: Sequence[str] = (), env: Mapping[str, str] | None = None) -> 
 _early: Spawned | None = None
 
 
-def prestart() -> None:
-    """Start a host with the core libraries only, for the command's first RunPool to adopt."""
+def prestart() -> Spawned | None:
+    """Start a host with the core libraries only, for the command's first RunPool to adopt.
+
+    Returns the host waiting to be adopted (None where none could start:
+    then the pool starts its own), so a caller can watch what becomes of it.
+    """
     global _early
     if _early is not None or not hasattr(os, "fork") or os.environ.get("COURSE_WARM", "1") == "0":
-        return
+        return _early
     try:
         _early = spawn()
     except OSError:
-        return  # the pool will start its own
+        return None  # the pool will start its own
     atexit.register(_kill_unadopted)
+    return _early
+
+
+def waiting() -> bool:
+    """Whether a prestarted host is still waiting for a pool to adopt it."""
+    return _early is not None
 
 
 def take(env: Mapping[str, str]) -> Spawned | None:

@@ -16,7 +16,7 @@ RUNS_TESTS = frozenset({"checkpoint", "verify", "test", "practice", "watch"})
 
 def main() -> None:
     try:
-        if _runs_tests(sys.argv[1:]):
+        if runs_tests(sys.argv[1:]):
             from course import hosts
 
             hosts.prestart()
@@ -29,8 +29,8 @@ def main() -> None:
     cli_main()
 
 
-def _runs_tests(args: list[str]) -> bool:
-    """`course verify` and `course dev verify` alike (the author's group holds the same command)."""
+def runs_tests(args: list[str]) -> bool:
+    """Whether ARGS name a command that runs tests: `course verify` and `course dev verify` alike."""
     if args[:1] == ["dev"]:
         args = args[1:]
     return bool(args) and args[0] in RUNS_TESTS

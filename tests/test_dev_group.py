@@ -102,10 +102,10 @@ def test_dev_verify_is_course_verify(mini_course: Path) -> None:
 
 
 def test_dev_verify_prestarts_a_run_host_like_verify() -> None:
-    from course.launch import _runs_tests
+    from course.launch import runs_tests
 
-    assert _runs_tests(["dev", "verify"]) and _runs_tests(["verify"]) and _runs_tests(["dev", "checkpoint", "01"])
-    assert not _runs_tests(["dev", "cards"]) and not _runs_tests(["dev"]) and not _runs_tests([])
+    assert runs_tests(["dev", "verify"]) and runs_tests(["verify"]) and runs_tests(["dev", "checkpoint", "01"])
+    assert not runs_tests(["dev", "cards"]) and not runs_tests(["dev"]) and not runs_tests([])
 
 
 def test_dev_floors_prints_what_ci_installs(tmp_path: Path) -> None:

@@ -30,14 +30,13 @@ def test_the_first_pool_adopts_the_prestarted_host(tmp_path: Path) -> None:
     (tmp_path / "tests").mkdir()
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
     (tmp_path / "tests" / "test_x.py").write_text("def test_one(): pass\n")
-    hosts.prestart()
-    spawned = hosts._early
+    spawned = hosts.prestart()
     assert spawned is not None and spawned.preload == ()
 
     async def main():
         async with RunPool(["wave"]) as pool:
             result = await pool.run(RunSpec.for_pytest(tmp_path, (), time_limit=30, memory_limit=2))
-            assert hosts._early is None, "the pool did not adopt the prestarted host"
+            assert not hosts.waiting(), "the pool did not adopt the prestarted host"
             assert pool.spawned_hosts == 0, "the pool started a host of its own"
             return result
 
@@ -51,8 +50,7 @@ def test_a_prestarted_host_with_another_environment_is_not_used(tmp_path: Path, 
     (tmp_path / "tests").mkdir()
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
     (tmp_path / "tests" / "test_x.py").write_text("import os\ndef test_one(): assert os.environ['LATE'] == '1'\n")
-    hosts.prestart()
-    spawned = hosts._early
+    spawned = hosts.prestart()
     assert spawned is not None
     monkeypatch.setenv("LATE", "1")
 
