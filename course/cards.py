@@ -2,7 +2,7 @@
 
 A card written by hand drifts from the metadata the checks use; a
 generated one cannot. The lesson keeps its card between two markers, which
-`tools/cards.py` rewrites and `course verify` compares.
+`course dev cards` rewrites and `course verify` compares.
 """
 
 from __future__ import annotations

@@ -23,14 +23,6 @@ from course.cards import CHAPTERS_BEGIN, CHAPTERS_END, between, lesson_card, ren
 from course import verify_cache
 from course.catalog import Catalog, Chapter, Lab
 from course.errors import ChapterError
-from course.lessons import (
-    COPY_SHARE_GOAL,
-    LESSON_LINE_LIMIT,
-    copy_share,
-    lesson_length,
-    rung_problems,
-    unstated_messages,
-)
 from course.lineage import lineage_problems
 from course.runner import (
     COLLECTION_ERROR, CONFIG_ERROR, CRASHED, FAILED, FAILING, MEMORY, NO_TESTS, PASSED, TIMEOUT, RunPool,
@@ -310,7 +302,7 @@ def integrity_checks(catalog: Catalog, chapter: Chapter) -> list[Check]:
     if card is None:
         actual = "the lesson has no card markers"
     elif card != fresh:
-        actual = "the lesson's card is stale: run `python -m tools.cards` to regenerate it"
+        actual = "the lesson's card is stale: run `course dev cards` to regenerate it"
     else:
         actual = "the lesson's card matches chapter.toml"
     checks.append(
@@ -328,6 +320,16 @@ def integrity_checks(catalog: Catalog, chapter: Chapter) -> list[Check]:
 
 def depth_checks(chapter: Chapter) -> list[Check]:
     """Does the lesson leave the core to the learner and state everything the tests check?"""
+    # Author-only code, imported here so a learner's `course test` never loads it.
+    from course.dev.lessons import (
+        COPY_SHARE_GOAL,
+        LESSON_LINE_LIMIT,
+        copy_share,
+        lesson_length,
+        rung_problems,
+        unstated_messages,
+    )
+
     checks = []
     if chapter.mode == "rebuild":
         share = copy_share(chapter)
@@ -339,7 +341,7 @@ def depth_checks(chapter: Chapter) -> list[Check]:
                 ok=share.share <= COPY_SHARE_GOAL,
                 expected=f"at most {round(COPY_SHARE_GOAL * 100)} % of the new teaching-file lines in the lesson's code blocks",
                 actual=f"copy share {share.percent} % ({share.copied} of {share.total} new lines)",
-                detail="lines the lesson prints verbatim: python -m tools.depth " + chapter.nn + " --copied",
+                detail="lines the lesson prints verbatim: course dev depth " + chapter.nn + " --copied",
             )
         )
     unstated = unstated_messages(chapter)
@@ -451,7 +453,7 @@ def readme_checks(catalog: Catalog) -> list[Check]:
             name="README chapter list generated from chapter.toml",
             ok=ok,
             expected="the README lists every chapter as chapter.toml says",
-            actual="it does" if ok else "the list is stale: run `python -m tools.cards`",
+            actual="it does" if ok else "the list is stale: run `course dev cards`",
         )
     ]
 

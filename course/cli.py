@@ -36,7 +36,7 @@ from course.workspace import check_practice_target, make_practice_dir, require_g
 
 # The order a learner meets the commands in; the author's come last.
 ORDER = ("practice", "test", "watch", "hint", "diff", "redlight", "reset", "status", "list", "show",
-         "checkpoint", "verify")
+         "checkpoint", "verify", "dev")
 
 EPILOG = """\b
 Chapter ids: 3, 03, message-ir and 03-message-ir all name chapter 03.
@@ -51,6 +51,9 @@ Examples:
   course hint                        one rung of the hint ladder for the first open lab
   course diff --show                 your teaching files against the target
   course status                      every chapter: where you are and what is next
+
+\b
+Authors: `course dev --help` lists the tools that prove, regenerate and carry chapters.
 
 \b
 Exit status: 0 success, 1 a check deviated, 2 usage or input error, 130 interrupted.
@@ -362,3 +365,8 @@ def _leaves(group: BaseExceptionGroup) -> list[BaseException]:
 from course.learner_commands import register as _register_learner_commands  # noqa: E402
 
 _register_learner_commands(cli)
+
+# The author's tools (`course dev ...`) live apart from the learner's, in course/dev.
+from course.dev.cli import dev as _dev  # noqa: E402
+
+cli.add_command(_dev)

@@ -20,13 +20,14 @@ from typing import Sequence
 from attrs import frozen
 
 from course.catalog import Chapter, Lab
-from course.lessons import rung_excerpts
 from course.locate import suggest
 from course.progress import read_state, remove_state, write_state
 
 HINTS_FILE = "hints.json"
 RUNG_NAMES = ("where to look", "the signature", "the idea in words", "a partial sketch")
 CODE_RUNG = "the full code"
+# A hint (or lesson) line that starts a code excerpt of the target: `# file: tiny_pi/x.py`.
+EXCERPT = "# file:"
 
 SHOW = "show"
 NEXT = "next"
@@ -40,6 +41,17 @@ def rung_name(index: int, text: str = "") -> str:
     if rung_excerpts(text):
         return CODE_RUNG
     return RUNG_NAMES[index] if index < len(RUNG_NAMES) else "one more hint"
+
+
+def rung_excerpts(text: str) -> list[tuple[str, str]]:
+    """(file, code) for each `# file: path` section of a hint; prose before the first is free."""
+    sections: list[tuple[str, list[str]]] = []
+    for line in text.split("\n"):
+        if line.strip().startswith(EXCERPT):
+            sections.append((line.strip()[len(EXCERPT) :].strip(), []))
+        elif sections:
+            sections[-1][1].append(line)
+    return [(name, "\n".join(lines)) for name, lines in sections]
 
 
 @frozen

@@ -7,8 +7,8 @@ so is every check of its value alone. Everything else is derived from it:
 
 - the loader's checks (`read_table`: unknown and missing keys, types, values),
 - the attrs validators of the records (the same checks, for records made in code),
-- the key tables of checkpoints/README.md (`markdown_tables`, written by tools.cards),
-- the chapter.toml that tools.scaffold writes (`toml_document`).
+- the key tables of checkpoints/README.md (`markdown_tables`, written by `course dev cards`),
+- the chapter.toml that `course dev scaffold` writes (`toml_document`).
 
 Adding a key is one edit: a field in the record. Checks that relate two
 keys, or a key and the files on disk, stay in the loader.

@@ -4,7 +4,7 @@
 `--show` adds the code (the same spoiler guard as for the learner's own
 diff). Both snapshots are copied without caches first (a stray __pycache__
 would otherwise fill the diff), then git compares the copies under the names
-parent/ and target/. `python -m tools.target_diff` is the authors' spelling.
+parent/ and target/. `course dev target-diff` is the authors' spelling.
 """
 
 from __future__ import annotations

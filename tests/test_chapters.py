@@ -12,7 +12,7 @@ import pytest
 
 from conftest import CHECKPOINTS, REPO, course, tree_hash
 from course.catalog import load_catalog
-from course.lessons import lesson_problems
+from course.dev.lessons import lesson_problems
 
 CATALOG = load_catalog(REPO)
 CHAPTERS = {chapter.nn: chapter for chapter in CATALOG.chapters}

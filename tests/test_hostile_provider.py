@@ -1,4 +1,4 @@
-"""Hostile input, part 5: the chapter 05 provider under fuzzing (hypothesis, via tools.fuzz_provider).
+"""Hostile input, part 5: the chapter 05 provider under fuzzing (hypothesis, via `course dev fuzz`).
 
 Every example is one HTTP exchange with hostile SSE bytes and chunk JSON;
 the contract: exactly one terminal event, no exception out of iteration,
@@ -8,7 +8,7 @@ whose cwd is a temporary copy of the target, never in this process (two
 
 The suite runs SUITE_EXAMPLES examples (COURSE_FUZZ_EXAMPLES overrides);
 the full 10,000 take one to three minutes on two cores and are run with
-`python -m tools.fuzz_provider` (its default). The fuzzer itself is tested
+`course dev fuzz` (its default). The fuzzer itself is tested
 too: two broken providers must be caught, or a green run would prove nothing.
 """
 
@@ -25,7 +25,7 @@ import pytest
 from conftest import CHECKPOINTS
 from course.run_env import run_environment
 from course.workspace import copy_snapshot
-from tools.fuzz_provider import WORKER, fuzz
+from course.dev.fuzz_provider import WORKER, fuzz
 
 SUITE_EXAMPLES = int(os.environ.get("COURSE_FUZZ_EXAMPLES", "1500"))
 TARGET = next(iter(sorted(CHECKPOINTS.glob("05-*/target"))), CHECKPOINTS / "05-provider/target")

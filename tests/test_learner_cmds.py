@@ -298,7 +298,7 @@ def test_version_bare_course_and_help_in_the_learners_order(world: dict[str, Pat
     assert bare.returncode == 0 and bare.stderr == "" and "Usage: course" in bare.stdout
     listed = re.findall(r"^  (\w+)\s{2,}", bare.stdout.split("Commands:")[1], re.M)
     assert listed[:8] == ["practice", "test", "watch", "hint", "diff", "redlight", "reset", "status"]
-    assert listed[-2:] == ["checkpoint", "verify"]
+    assert listed[-3:] == ["checkpoint", "verify", "dev"], "the author's commands come after the learner's"
     flat = " ".join(bare.stdout.split())
     assert "Copy a chapter's starting point into DIR (a git repo of its own) and show its first red light." in flat
     assert "..." not in bare.stdout.split("Commands:")[1].split("Chapter ids")[0], "no summary is cut"

@@ -13,7 +13,7 @@ import pytest
 
 from conftest import mini
 from course.catalog import load_catalog
-from course.lessons import (
+from course.dev.lessons import (
     copy_share,
     lesson_length,
     messages_in_tests,

@@ -16,7 +16,7 @@ from tool_helpers import CHAIN_COURSE, tool
 def test_the_key_tables_of_checkpoints_readme_are_current() -> None:
     text = (REPO / "checkpoints/README.md").read_text(encoding="utf-8")
     assert between(text, KEYS_BEGIN, KEYS_END) == render_key_tables(), (
-        "checkpoints/README.md's key tables are stale: run `python -m tools.cards`"
+        "checkpoints/README.md's key tables are stale: run `course dev cards`"
     )
 
 
@@ -42,7 +42,7 @@ from pathlib import Path
 from course.catalog import load_chapter
 from course.cards import render_key_tables
 from course.errors import ChapterError
-from tools.scaffold import Plan, render_chapter_toml
+from course.dev.scaffold import Plan, render_chapter_toml
 
 chapter_dir = Path(sys.argv[1])
 toml = chapter_dir / "chapter.toml"
@@ -67,8 +67,7 @@ print(json.dumps(seen))
 def test_a_key_added_in_one_place_reaches_loader_docs_and_scaffold(tmp_path: Path) -> None:
     """The one edit: a field in the Chapter record. Nothing else of the tool is touched."""
     copy = tmp_path / "tool"
-    for package in ("course", "tools"):
-        shutil.copytree(REPO / package, copy / package, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(REPO / "course", copy / "course", ignore=shutil.ignore_patterns("__pycache__"))
     catalog = copy / "course/catalog.py"
     text = catalog.read_text()
     anchor = "    memory_limit: float = key("
@@ -94,7 +93,7 @@ def test_what_scaffold_writes_is_what_the_loader_reads() -> None:
 
     from course.catalog import Chapter
     from course.schema import keys, read_table
-    from tools.scaffold import Plan, render_chapter_toml
+    from course.dev.scaffold import Plan, render_chapter_toml
 
     data = tomllib.loads(render_chapter_toml(Plan(7, "x", "X", "s", "rebuild", ("tiny_pi/x.py",), None)))
     values = read_table(data, Chapter, lambda key, problem: AssertionError(f"{key}: {problem}"))

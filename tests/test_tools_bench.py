@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tools.bench import Row, median_time, median_times, table
+from course.dev.bench import Row, median_time, median_times, table
 
 
 def test_median_time_discards_the_warm_up_and_takes_the_median(monkeypatch) -> None:
@@ -15,7 +15,7 @@ def test_median_time_discards_the_warm_up_and_takes_the_median(monkeypatch) -> N
     def action() -> None:
         clock[0] += next(durations)
 
-    monkeypatch.setattr("tools.bench.time.perf_counter", perf_counter)
+    monkeypatch.setattr("course.dev.bench.time.perf_counter", perf_counter)
     assert median_time(action, runs=5) == 3.0  # median of 3, 1, 2, 50, 4
 
 

@@ -1,4 +1,4 @@
-"""tools.carry: an edit to one snapshot reaches every later one by three-way merge, the
+"""`course dev carry`: an edit to one snapshot reaches every later one by three-way merge, the
 course still holds afterwards, and a conflict stops everything before a byte is written."""
 
 from __future__ import annotations

@@ -50,7 +50,7 @@ def test_a_card_edited_by_hand_is_reported_stale_until_regenerated(tmp_path: Pat
 
     assert result.returncode == 1
     assert failed_checks(result) == {
-        "03-calculator card": "the lesson's card is stale: run `python -m tools.cards` to regenerate it"
+        "03-calculator card": "the lesson's card is stale: run `course dev cards` to regenerate it"
     }
     assert tool("cards", "--check", root=root).returncode == 1
     assert tool("cards", root=root).returncode == 0

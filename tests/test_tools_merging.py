@@ -1,9 +1,9 @@
-"""course.merging, the engine of tools.carry: git's three-way merge of files and of red-light
+"""course.dev.merging, the engine of `course dev carry`: git's three-way merge of files and of red-light
 patches, checked in-process on small texts."""
 
 from __future__ import annotations
 
-from course.merging import Merge, merge_text, patched, rebase_patch, unified_patch
+from course.dev.merging import Merge, merge_text, patched, rebase_patch, unified_patch
 
 BASE = b"one\ntwo\nthree\nfour\nfive\nsix\nseven\n"
 

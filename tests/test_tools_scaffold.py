@@ -1,4 +1,4 @@
-"""tools.scaffold: a new chapter after the last one that loads, keeps lineage, carries a
+"""`course dev scaffold`: a new chapter after the last one that loads, keeps lineage, carries a
 generated card, and starts red for the documented reason."""
 
 from __future__ import annotations

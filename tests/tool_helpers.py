@@ -1,7 +1,7 @@
-"""Helpers for the author tools' tests: run `python -m tools.NAME`, and make courses to break.
+"""Helpers for the author tools' tests: run `course dev NAME`, and make courses to break.
 
 Every course a test touches is a private copy in a temporary directory,
-made a git repository with one commit (tools.carry reads the old version
+made a git repository with one commit (`course dev carry` reads the old version
 of a snapshot from HEAD). The real checkpoints/ is only ever read.
 """
 
@@ -25,11 +25,11 @@ CHAIN_COURSE = FIXTURES / "chain-course"
 
 
 def tool(name: str, *args: str, root: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """`python -m tools.NAME ARGS` as an author runs it, pointed at the course copy `root`."""
+    """`course dev NAME ARGS` as an author runs it, pointed at the course copy `root`."""
     env = dict(os.environ)
     env["COURSE_ROOT"] = str(root)
     return subprocess.run(
-        [sys.executable, "-m", f"tools.{name}", *args],
+        [sys.executable, "-m", "course", "dev", name, *args],
         cwd=REPO,
         env=env,
         capture_output=True,

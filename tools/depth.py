@@ -1,66 +1,6 @@
-"""How deep each lesson is: the measures `course verify` checks, with what is behind them.
+"""`python -m tools.depth` is `course dev depth` (course/dev/depth.py)."""
 
-    python -m tools.depth               # every chapter: copy share, lesson length, the rest
-    python -m tools.depth 03 --copied   # also the teaching-file lines the lesson prints verbatim
-
-Per chapter: the copy share (new teaching-file lines that the lesson's code
-blocks print verbatim; goal at most 35 %), the lesson's length (under 900
-lines), the message texts a focused test checks that neither the lesson nor a
-hint states, and the last hint rungs that do not hold their lab's code word
-for word. Exit 1 when any chapter misses a goal, 2 on a usage error.
-"""
-
-from __future__ import annotations
-
-import sys
-
-import click
-
-from course.catalog import find_root, load_catalog
-from course.errors import CourseError
-from course.lessons import (
-    COPY_SHARE_GOAL,
-    LESSON_LINE_LIMIT,
-    copy_share,
-    lesson_length,
-    rung_problems,
-    unstated_messages,
-)
-
-
-@click.command()
-@click.argument("chapter_ids", nargs=-1)
-@click.option("--copied", is_flag=True, help="List the lines the lesson prints verbatim.")
-def main(chapter_ids: tuple[str, ...], copied: bool) -> None:
-    """Report each chapter's lesson depth."""
-    try:
-        catalog = load_catalog(find_root())
-        chapters = [catalog.resolve(c) for c in chapter_ids] if chapter_ids else list(catalog.chapters)
-    except CourseError as error:
-        click.echo(f"depth: {error}", err=True)
-        sys.exit(2)
-    missed = False
-    for chapter in chapters:
-        share = copy_share(chapter)
-        length = lesson_length(chapter)
-        unstated = unstated_messages(chapter)
-        rungs = rung_problems(chapter)
-        over = chapter.mode == "rebuild" and share.share > COPY_SHARE_GOAL
-        missed |= over or length >= LESSON_LINE_LIMIT or bool(unstated) or bool(rungs)
-        click.echo(
-            f"{chapter.name}: copy share {share.percent} % ({share.copied} of {share.total} new lines)"
-            f"{' - over the goal' if over else ''}; lesson {length} lines"
-            f"{' - too long' if length >= LESSON_LINE_LIMIT else ''}"
-        )
-        for message in unstated:
-            click.echo(f"  not stated: {message.test_file}:{message.line} {message.how} {message.text!r}")
-        for problem in rungs:
-            click.echo(f"  hint: {problem}")
-        if copied:
-            for line in share.copied_lines:
-                click.echo(f"  copied: {line}")
-    sys.exit(1 if missed else 0)
-
+from course.dev.depth import main
 
 if __name__ == "__main__":
     main()

@@ -1,6 +1,6 @@
 """Fuzz the chapter 05 provider: hostile SSE bytes and chunk JSON, one model call per example.
 
-This is the worker of `python -m tools.fuzz_provider`, which copies the
+This is the worker of `course dev fuzz`, which copies the
 snapshot under test to a temporary directory, copies this file in, and runs
 it there (cwd = the copy, `python -P`), so the only `tiny_pi` it can import
 is that snapshot's: two `tiny_pi` packages never share a process.

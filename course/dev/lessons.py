@@ -35,10 +35,10 @@ from pathlib import Path
 from attrs import frozen
 
 from course.catalog import Chapter
+from course.hints import EXCERPT, rung_excerpts
 from course.run_env import run_environment
 from course.workspace import scratch_copy
 
-EXCERPT = "# file:"
 NOT_RUN = "# not-run:"
 OUTPUT = "# output"
 
@@ -428,17 +428,6 @@ def unstated_messages(chapter: Chapter) -> list[TestedMessage]:
 # Depth: the last hint rung holds the full bodies -------------------------------------
 
 ELISION = "# ..."
-
-
-def rung_excerpts(text: str) -> list[tuple[str, str]]:
-    """(file, code) for each `# file: path` section of a hint; prose before the first is free."""
-    sections: list[tuple[str, list[str]]] = []
-    for line in text.split("\n"):
-        if line.strip().startswith(EXCERPT):
-            sections.append((line.strip()[len(EXCERPT) :].strip(), []))
-        elif sections:
-            sections[-1][1].append(line)
-    return [(name, "\n".join(lines)) for name, lines in sections]
 
 
 def _chunks(code: str) -> list[str]:
