@@ -1,5 +1,5 @@
-"""Every real chapter: its story holds, its practice dir starts red, its teaching-file
-list is complete, its lesson's code agrees with its target."""
+"""Every real chapter: its story holds, its practice dir starts red (green at once in
+observe mode), its teaching-file list is complete, its lesson's code agrees with its target."""
 
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ from course.dev.lessons import lesson_problems
 
 CATALOG = load_catalog(REPO)
 CHAPTERS = {chapter.nn: chapter for chapter in CATALOG.chapters}
+REBUILD = [nn for nn, chapter in CHAPTERS.items() if chapter.mode == "rebuild"]
+OBSERVE = [nn for nn, chapter in CHAPTERS.items() if chapter.mode == "observe"]
 
 
 @pytest.fixture(scope="session")
@@ -75,7 +77,7 @@ def test_checkpoint_03_proves_its_story_as_the_quickstart_shows() -> None:
     assert "the story holds" in result.stdout
 
 
-@pytest.mark.parametrize("nn", CHAPTERS)
+@pytest.mark.parametrize("nn", REBUILD)
 def test_practice_starts_red_and_the_teaching_files_are_enough(nn: str, tmp_path: Path) -> None:
     chapter = CHAPTERS[nn]
     directory = tmp_path / "work"
@@ -101,6 +103,24 @@ def test_practice_starts_red_and_the_teaching_files_are_enough(nn: str, tmp_path
     assert result.returncode == 0, result.stdout
     labs = [check for check in document["checks"] if check["kind"] == "lab"]
     assert [check["ok"] for check in labs] == [True] * len(chapter.labs)
+
+
+@pytest.mark.parametrize("nn", OBSERVE)
+def test_observe_practice_starts_green_and_test_says_so(nn: str, tmp_path: Path) -> None:
+    chapter = CHAPTERS[nn]
+    directory = tmp_path / "work"
+    result = course("practice", nn, str(directory))
+    assert result.returncode == 0, result.stdout + result.stderr
+    total = chapter.expected_passed
+    assert f"Focused tests: {total} passed (observe mode: the target is complete)." in result.stdout
+    assert "This is the expected starting point." in result.stdout
+    for name in (*chapter.focused_tests, *chapter.teaching_files):
+        assert (directory / name).read_bytes() == (chapter.target / name).read_bytes()
+
+    result = course("test", nn, str(directory))
+    assert result.returncode == 0, result.stdout
+    assert f"[ok]   all focused tests - {total}/{total} passed" in result.stdout
+    assert "Green:" in result.stdout
 
 
 def test_practice_never_overwrites_and_refuses_dangerous_dirs(tmp_path: Path) -> None:
