@@ -12,6 +12,7 @@ below adds only the checks that relate keys to each other and to the disk.
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import tomllib
@@ -214,7 +215,16 @@ class Catalog:
             spellings = {chapter.name, chapter.slug, chapter.nn, str(chapter.number)}
             if wanted in spellings:
                 return chapter
-        raise UsageError(f"no chapter {chapter_id!r}. {self.choices()}")
+        raise UsageError(f"no chapter {chapter_id!r}{self._guess(wanted)}. {self.choices()}")
+
+    def _guess(self, wanted: str) -> str:
+        """A lab id typed where a chapter goes, or a near miss of a chapter's name."""
+        for chapter in self.chapters:
+            if any(lab.id == wanted for lab in chapter.labs):
+                return f" ({wanted} is a lab of chapter {chapter.nn}: `--lab {wanted}`)"
+        names = {spelling: chapter for chapter in self.chapters for spelling in (chapter.name, chapter.slug)}
+        close = difflib.get_close_matches(wanted, list(names), n=1, cutoff=0.75)
+        return f" (did you mean {names[close[0]].name}?)" if close else ""
 
     def choices(self) -> str:
         names = ", ".join(chapter.name for chapter in self.chapters) or "(none)"

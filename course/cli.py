@@ -24,7 +24,7 @@ from course.completion import complete_chapter, complete_dir, complete_lab
 from course.context import CourseContext, pass_context
 from course.checks import ChapterTime, check_practice, excerpt, prove_chapter, red_light_check, run_spec, verify
 from course.errors import INTERRUPTED, CourseError
-from course.locate import path_problem, suggest
+from course.locate import beside, path_problem, suggest
 from course.nextstep import next_step
 from course.progress import read_last_test, save_result
 from course.redlights import record as record_redlights
@@ -283,7 +283,9 @@ def test_command(ctx: CourseContext, chapter_id: str | None, directory: str | No
     was_green = before is not None and before.chapter == chapter.name and before.ok and before.lab is None
     update = record_redlights(place.directory, chapter, run, last.ok, lab is None, was_green)
     ctx.remember(place)
-    step = next_step(chapter, last, update.state, place.dir_words(), _following(ctx, chapter))
+    following = _following(ctx, chapter)
+    following_words = beside(place.directory, following, ctx.practice_home) if following is not None else []
+    step = next_step(chapter, last, update.state, place.dir_words(), following, "test", following_words)
     if as_json:
         output.emit_json(output.report(
             "test", checks, duration, chapter=chapter.name, directory=str(place.directory), next=step,

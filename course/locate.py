@@ -97,6 +97,17 @@ def shown(path: Path) -> str:
     return str(relative) if str(relative) != "." else "."
 
 
+def beside(directory: Path, chapter: Chapter, home: Path) -> list[str]:
+    """The DIR for `chapter`'s practice dir next to `directory`; none when `directory` is in the default place.
+
+    A learner who made a practice dir somewhere of their own expects the next
+    one there too, not inside the course checkout.
+    """
+    if inside(directory.parent, home) and inside(home, directory.parent):
+        return []
+    return [shown(directory.parent / chapter.name)]
+
+
 @frozen
 class Place:
     """The practice dir a command works in, its chapter, and how it was found."""

@@ -24,8 +24,13 @@ def next_step(
     dir_words: Sequence[str] = (),
     following: Chapter | None = None,
     runner: str = "test",
+    following_dir_words: Sequence[str] = (),
 ) -> str:
-    """One sentence, ending in the command to run. `runner` is "test" or "watch" (lab moves)."""
+    """One sentence, ending in the command to run. `runner` is "test" or "watch" (lab moves).
+
+    `following_dir_words` is the DIR for the next chapter's practice dir, when
+    it should not go to the default place (course.locate.beside).
+    """
     nn = chapter.nn
     words = list(dir_words)
 
@@ -55,8 +60,10 @@ def next_step(
         return f"every lab at once: {command(runner)}"
     pending = redlights.pending(chapter) if redlights is not None else (chapter.redlights[0] if chapter.redlights else None)
     if pending is not None:
-        return (f"the red-light exercise {pending.id} {pending.title}: break your code as the lesson says "
-                f"(or {command('redlight', '--id', pending.id)}), then run {command('test')}")
+        # `course redlight` is not offered here: its patch fits the target's lines, rarely the learner's own.
+        return (f"the red-light exercise {pending.id} {pending.title}: break your code as the lesson says, "
+                f"then run {command('test')} while it is broken")
     if following is not None:
-        return f"chapter {chapter.nn} is done; on to chapter {following.nn}: `{suggest('practice', following.nn)}`"
-    return f"chapter {chapter.nn} is done, and with it every chapter of the course"
+        practice = suggest("practice", following.nn, *following_dir_words)
+        return f"chapter {chapter.nn} is done; on to chapter {following.nn}: `{practice}`"
+    return f"chapter {chapter.nn} is done, the last chapter of the course (`course status` shows any left open)"

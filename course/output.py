@@ -89,6 +89,9 @@ def terminal_width(err: bool = False) -> int | None:
     return shutil.get_terminal_size((100, 24)).columns
 
 
+RED_ON_PURPOSE = "Red on purpose"
+
+
 def colour_of(line: str) -> dict[str, object]:
     """The style of a result line, from what it says; click drops it when piped or under NO_COLOR."""
     stripped = line.lstrip()
@@ -98,7 +101,7 @@ def colour_of(line: str) -> dict[str, object]:
         return {"fg": "red", "bold": stripped.startswith("Not yet")}
     if stripped.startswith("[ok]"):
         return {"fg": "green"}
-    if stripped.startswith(("== run", "That is red light", "Red light")):
+    if stripped.startswith(("== run", "That is red light", "Red light", RED_ON_PURPOSE)):
         return {"bold": True}
     return {}
 
@@ -160,7 +163,9 @@ def result_lines(
     """
     lines: list[str] = []
     run = next((check.run for check in checks if check.run is not None), None)
-    summary = summary_text(checks, duration, "Green", "Not yet")
+    # Broken on purpose is not "not yet": the learner did what the exercise asked.
+    failure = f"{RED_ON_PURPOSE} ({update.seen.id})" if update.seen is not None else "Not yet"
+    summary = summary_text(checks, duration, "Green", failure)
     if verbose and run is not None:
         lines += ["pytest's output:", *[f"  {line}" for line in run.output.rstrip().splitlines()], ""]
     if verdict_first:

@@ -18,7 +18,7 @@ from attrs import frozen
 from course.catalog import Catalog, Chapter, Lab
 from course.errors import UsageError
 from course.index import practice_dirs
-from course.locate import chapter_of, is_practice_dir, shown, suggest
+from course.locate import beside, chapter_of, is_practice_dir, shown, suggest
 from course.progress import CheckVerdict, LastTest, read_last_test
 from course.redlights import RedLightState
 from course.redlights import read as redlight_state
@@ -69,7 +69,9 @@ class ChapterProgress:
     exists: bool
     last: LastTest | None
     redlights: RedLightState | None = None
-    dir_words: tuple[str, ...] = ()  # what a suggested command must carry to reach `directory`
+    # What a suggested command must carry to reach `directory`; for a chapter not
+    # started, the DIR beside the previous chapter's practice dir (course.locate.beside).
+    dir_words: tuple[str, ...] = ()
     following: Chapter | None = None
     others: tuple[Path, ...] = ()  # further practice dirs of this chapter
 
@@ -107,7 +109,7 @@ class ChapterProgress:
         from course.nextstep import next_step  # the one rule, shared with test and watch
 
         if self.state == NOT_STARTED:
-            return f"`{suggest('practice', self.chapter.nn)}`"
+            return f"`{suggest('practice', self.chapter.nn, *self.dir_words)}`"
         return next_step(self.chapter, self.last, self.redlights, self.dir_words, self.following)
 
     def to_json(self) -> dict[str, object]:
@@ -200,12 +202,15 @@ def course_status(
             )
         rest = [d for d in chosen.get(chapter.name, []) if not _same(d, directory)]
         chosen[chapter.name] = [directory, *rest]
-    chapters = []
+    chapters: list[ChapterProgress] = []
     for index, chapter in enumerate(catalog.chapters):
         following = catalog.chapters[index + 1] if index + 1 < len(catalog.chapters) else None
         dirs = chosen.get(chapter.name, [])
         if not dirs:
-            chapters.append(ChapterProgress(chapter, home / chapter.name, False, None, following=following))
+            previous = chapters[-1] if chapters and chapters[-1].exists else None
+            words = tuple(beside(previous.directory, chapter, home)) if previous is not None else ()
+            where = previous.directory.parent / chapter.name if words and previous is not None else home / chapter.name
+            chapters.append(ChapterProgress(chapter, where, False, None, dir_words=words, following=following))
             continue
         directory = dirs[0]
         words: tuple[str, ...] = ()

@@ -14,6 +14,7 @@ import os
 import pty
 import re
 import select
+import shlex
 import shutil
 import signal
 import struct
@@ -263,14 +264,21 @@ def test_the_red_light_exercise_is_recognised_recorded_and_completed(world: dict
     assert "That is red light 1.R1, as the lesson predicted: now restore your code." in broken.stdout
     assert "tests/test_01_adder.py::test_add_small failed showing 'assert -1 == 3'" in broken.stdout
     assert "`course redlight 01 --id 1.R1 --revert` takes the patch off" in broken.stdout
+    assert "Red on purpose (1.R1): 0/3 checks passed" in broken.stdout and "Not yet" not in broken.stdout
     assert json.loads((learner / ".course/redlights.json").read_text())["states"] == {"1.R1": "seen"}
 
     assert "Took red light 1.R1's patch off" in run(world, "redlight", "--revert", cwd=learner).stdout
     done = run(world, "test", cwd=learner)
     assert done.returncode == 0
     assert "Red light 1.R1 done: it failed as predicted, and your code is green again." in done.stdout
-    assert "Next: chapter 01 is done; on to chapter 02: `course practice 02`" in done.stdout
-    assert "green (2/2 labs green), red lights 1/1" in run(world, "status", cwd=learner).stdout
+    # The learner's dir is outside the course's practice/, so the next one goes beside it, pasted from here.
+    beside = shlex.join(["course", "practice", "02", str(world["base"] / "02-twice")])
+    assert f"Next: chapter 01 is done; on to chapter 02: `{beside}`" in done.stdout
+    status = run(world, "status", cwd=learner).stdout
+    assert "green (2/2 labs green), red lights 1/1" in status
+    assert f"Next: `{beside}`" in status, "status and test agree on where chapter 02 goes"
+    pasted = run(world, *shlex.split(beside)[1:], cwd=learner)
+    assert pasted.returncode == 0 and (world["base"] / "02-twice/LEARNING.md").is_file(), pasted.stderr
 
 
 # 8. course diff on a green dir --------------------------------------------------------------

@@ -10,6 +10,8 @@ from conftest import FIXTURES
 from course.catalog import load_catalog
 from course.checks import Check
 from course.failures import digest, error_lines, frames, readable_message
+from course.errors import UsageError
+from course.locate import beside
 from course.nextstep import next_step
 from course.output import wrap
 from course.progress import CheckVerdict, LastTest
@@ -121,7 +123,37 @@ def test_one_next_step_rule_carries_the_dir_and_follows_the_red_light_exercise()
     broken = next_step(CHAPTER, _last(None, False, {"1.1": False, "1.2": False}), seen)
     assert broken.startswith("restore your code (`course redlight 01 --id 1.R1 --revert` takes the patch off)")
     done = RedLightState(CHAPTER.name, {"1.R1": "done"})
-    assert next_step(CHAPTER, green, done) == "chapter 01 is done, and with it every chapter of the course"
+    assert next_step(CHAPTER, green, done) == (
+        "chapter 01 is done, the last chapter of the course (`course status` shows any left open)")
+
+
+def test_the_red_light_step_asks_for_a_course_run_while_broken_and_offers_no_patch() -> None:
+    green = _last(None, True, {"1.1": True, "1.2": True})
+    step = next_step(CHAPTER, green, RedLightState(CHAPTER.name, {}))
+    assert step.endswith("break your code as the lesson says, then run `course test 01` while it is broken")
+    assert "course redlight" not in step, "the patch fits the target's lines, rarely the learner's"
+
+
+def test_the_next_chapter_goes_beside_a_practice_dir_made_elsewhere(tmp_path: Path, monkeypatch) -> None:
+    home = tmp_path / "course" / "practice"
+    home.mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    assert beside(home / "01-adder", CHAPTER, home) == []
+    assert beside(tmp_path / "mine" / "p1", CHAPTER, home) == [str(Path("mine") / CHAPTER.name)]
+    green = _last(None, True, {"1.1": True, "1.2": True})
+    done = RedLightState(CHAPTER.name, {"1.R1": "done"})
+    step = next_step(CHAPTER, green, done, (), CHAPTER, "test", ["my place/01-adder"])
+    assert step == "chapter 01 is done; on to chapter 01: `course practice 01 'my place/01-adder'`"
+
+
+def test_a_lab_id_or_a_near_miss_where_a_chapter_goes_is_answered() -> None:
+    catalog = load_catalog(FIXTURES / "mini-course")
+    with pytest.raises(UsageError, match=r"no chapter '1\.2' \(1\.2 is a lab of chapter 01: `--lab 1\.2`\)"):
+        catalog.resolve("1.2")
+    with pytest.raises(UsageError, match=r"no chapter 'addr' \(did you mean 01-adder\?\)"):
+        catalog.resolve("addr")
+    with pytest.raises(UsageError, match=r"no chapter 'zzz'\. Valid chapters: 01-adder$"):
+        catalog.resolve("zzz")
 
 
 def test_a_check_carries_its_kind_and_lab_as_checked_fields() -> None:
