@@ -3,9 +3,10 @@
 A lesson is Markdown. In a terminal, rich renders its headings, code blocks
 (highlighted with the terminal's own palette, so light and dark themes both
 read) and tables. Piped into a file, a pager or grep, the Markdown source is
-the most useful plain text there is, so it goes out unchanged. A `<details>`
-block (a lesson's answer key) folds on a web page; rich would print it open,
-so in a terminal it is folded by hand until the learner asks for it. NO_COLOR
+the most useful plain text there is, so it goes out as it is written. A
+`<details>` block (a lesson's answer key) folds on a web page; rich would print
+it open, and so would `course show | less`, so it is folded by hand, in a
+terminal and in a pipe alike, until the learner asks for it. NO_COLOR
 (https://no-color.org) turns colour off everywhere: rich honours it itself,
 and `colour_setting()` gives click the same answer.
 """
@@ -69,14 +70,17 @@ def open_details(text: str) -> str:
 def show_lesson(
     text: str, pager: bool | None = None, stream: TextIO | None = None, how_to_open: str | None = None
 ) -> None:
-    """Render `text` for a terminal, or write it unchanged when the output is not one.
+    """Render `text` for a terminal, or write its Markdown when the output is not one.
 
-    In a terminal, `<details>` blocks stay folded unless `how_to_open` is None.
+    `<details>` blocks stay folded unless `how_to_open` is None: an answer key
+    piped into a pager is as visible as one printed open.
     A lesson longer than the screen goes through a pager, as git does: $PAGER
     (default `less`), with LESS=FRX unless set, so a short text just prints and
     colours survive. `pager=False` never pages.
     """
     console = lesson_console(stream)
+    if how_to_open is not None:
+        text = fold_details(text, how_to_open)
     if not console.is_terminal:
         out = stream or sys.stdout
         out.write(text if text.endswith("\n") else text + "\n")
@@ -84,7 +88,8 @@ def show_lesson(
         return
     from rich.markdown import Markdown
 
-    text = open_details(text) if how_to_open is None else fold_details(text, how_to_open)
+    if how_to_open is None:
+        text = open_details(text)
 
     markdown = Markdown(text, code_theme=CODE_THEME, hyperlinks=False)
     with console.capture() as captured:  # rendered once, then printed or paged

@@ -1,4 +1,4 @@
-"""`course show`: the lesson rendered in a terminal (rich), plain Markdown when piped, NO_COLOR honoured."""
+"""`course show`: the lesson rendered in a terminal (rich), Markdown when piped, answer keys folded in both, NO_COLOR honoured."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ COLOUR = re.compile(r"\x1b\[(?:[0-9;]*;)?(?:3[0-7]|9[0-7]|4[0-7]|10[0-7]|38;|48;
 
 
 def test_show_is_plain_markdown_when_piped(mini_course: Path) -> None:
-    result = mini(mini_course, "show", "1")
+    result = mini(mini_course, "show", "1", "--answers")
     assert result.returncode == 0
     assert result.stdout == (mini_course / LESSON).read_text()
 
@@ -43,5 +43,9 @@ def test_the_answer_key_is_folded_in_a_terminal_until_asked_for(mini_course: Pat
     opened = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", run_in_pty(mini_course, "show", "1", "--answers"))
     assert "Answer key" in opened and "Five, the sum." in opened and "<summary>" not in opened
     piped = mini(mini_course, "show", "1")
-    assert "<details>" in piped.stdout and "Five, the sum." in piped.stdout, "piped Markdown goes out unchanged"
+    assert "What does `add(2, 3)` return?" in piped.stdout and "## Adding" in piped.stdout, "piped, it is Markdown"
+    assert "Five, the sum." not in piped.stdout, "`course show | less` must not open the answer key"
+    assert "> **Answer key**: folded. `course show 01 --answers` shows it." in piped.stdout
+    opened = mini(mini_course, "show", "1", "--answers")
+    assert "<details>" in opened.stdout and "Five, the sum." in opened.stdout, "--answers: the Markdown as written"
 
