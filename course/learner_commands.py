@@ -188,7 +188,7 @@ def diff_command(ctx: CourseContext, chapter_id: str | None, directory: str | No
         colour = "green" if item.status == SAME or item.same_code else "yellow" if item.status == MISSING else "red"
         output.say("  " + item.summary(), fg=colour)
     if differ and all(f.same_code for f in differ):
-        output.say("Your code does what the target's does: what differs is only docstrings, comments and blank lines.")
+        output.say("Your code does what the target's does: what differs is only docstrings, comments and layout.")
     if not_used:
         output.say("Your tests and config that differ from the chapter's (course test uses the chapter's): "
                    + ", ".join(not_used), fg="yellow")

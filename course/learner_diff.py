@@ -43,7 +43,7 @@ class FileDiff:
             return f"{self.path}: not written yet (the target's has {self.target_lines} lines)"
         counts = f"{self.only_yours} line(s) only in yours, {self.only_target} only in the target"
         if self.same_code:
-            return f"{self.path}: the same code as the target; {counts}, all docstrings, comments or blank lines"
+            return f"{self.path}: the same code as the target; {counts}, in docstrings, comments or layout only"
         return f"{self.path}: differs in code - {counts}"
 
     def to_json(self) -> dict[str, object]:

@@ -290,7 +290,7 @@ def test_diff_says_when_only_docstrings_and_comments_differ(world: dict[str, Pat
     result = run(world, "diff", cwd=world["learner"])
     assert result.returncode == 1
     assert "tiny_pi/adder.py: the same code as the target;" in result.stdout
-    assert "only docstrings, comments and blank lines" in result.stdout
+    assert "only docstrings, comments and layout" in result.stdout
     adder.write_text(WRONG)
     assert "tiny_pi/adder.py: differs in code" in run(world, "diff", cwd=world["learner"]).stdout
     shutil.copy(world["root"] / ADDER, adder)
