@@ -69,7 +69,7 @@ def constraints(pyproject: dict) -> str:
 
 def main(argv: list[str]) -> int:
     if len(argv) > 1:
-        print("usage: python -m tools.floors [PYPROJECT]", file=sys.stderr)
+        print("usage: course dev floors [PYPROJECT]", file=sys.stderr)
         return 2
     path = Path(argv[0] if argv else "pyproject.toml")
     try:
