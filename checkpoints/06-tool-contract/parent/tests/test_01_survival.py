@@ -46,6 +46,12 @@ def test_async_gen_zero_ends_at_once():
     assert run(collect, Countdown(0)) == []
 
 
+def test_async_gen_negative_start_ends_at_once_in_both_forms():
+    # range(-1, 0, -1) is empty, so the class must stop below zero too, not count down forever.
+    assert run(collect, countdown(-1)) == []
+    assert run(collect, Countdown(-1)) == []
+
+
 def test_async_gen_class_raises_stop_async_iteration_when_over():
     async def main():
         numbers = Countdown(1)
@@ -120,6 +126,17 @@ def test_deadline_fail_after_says_how_long_it_waited():
     with pytest.raises(TimeoutError) as raised:
         run(must_finish, 0.01, forever)
     assert str(raised.value) == "took longer than 0.01 s"
+
+
+def test_deadline_timeout_is_raised_from_none():
+    async def forever():
+        await trio.sleep_forever()
+
+    with pytest.raises(TimeoutError) as raised:
+        run(must_finish, 0.01, forever)
+    # `from None` sets no cause and hides the TooSlowError it was raised in.
+    assert raised.value.__cause__ is None
+    assert raised.value.__suppress_context__
 
 
 # Lab 1.3: memory channels ----------------------------------------------------

@@ -39,7 +39,7 @@ class Countdown:
     async def __anext__(self) -> int:
         """The next number; StopAsyncIteration is how an async iterator says it is over."""
         await trio.lowlevel.checkpoint()
-        if self._next == 0:
+        if self._next <= 0:
             raise StopAsyncIteration
         number = self._next
         self._next -= 1
