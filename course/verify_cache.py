@@ -13,7 +13,6 @@ checks read files only and always run). `--fresh` ignores the store.
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 import json
 import os
 import sys
@@ -58,6 +57,8 @@ def story_key(catalog: Catalog, chapter: Chapter) -> str:
         _add_tree(digest, earlier.root / "chapter.toml", f"earlier-{earlier.nn}")
     _add_tree(digest, TOOL, "tool")
     digest.update(sys.version.encode())
+    import importlib.metadata  # here, not at the top: `course test` loads this module but never keys a story
+
     for name in LIBRARIES:
         try:
             version = importlib.metadata.version(name)
