@@ -1,13 +1,16 @@
-"""The checkpoint card and LEARNING.md, generated from chapter.toml.
+"""The checkpoint card, the red-light note and LEARNING.md, generated from chapter.toml.
 
 A card written by hand drifts from the metadata the checks use; a
-generated one cannot. The lesson keeps its card between two markers, which
+generated one cannot. The lesson keeps its card (and, when the chapter has
+red-light exercises, the note on how they count) between markers, which
 `course dev cards` rewrites and `course verify` compares.
 """
 
 from __future__ import annotations
 
+import re
 import shlex
+import textwrap
 from typing import Sequence
 
 from course.catalog import Chapter, Lab
@@ -19,6 +22,8 @@ CHAPTERS_BEGIN = "<!-- chapters:begin -->"
 CHAPTERS_END = "<!-- chapters:end -->"
 KEYS_BEGIN = "<!-- keys:begin -->"
 KEYS_END = "<!-- keys:end -->"
+REDLIGHTS_BEGIN = "<!-- redlights:begin -->"
+REDLIGHTS_END = "<!-- redlights:end -->"
 
 
 def plain_pytest(chapter: Chapter, lab: Lab | None = None) -> str:
@@ -68,6 +73,28 @@ def render_card(chapter: Chapter) -> str:
             f"> | {lab.id} | {lab.title} | `{course_test(chapter, lab)}` | {lab.expected_passed} passed |"
         )
     return "\n".join(lines) + "\n"
+
+
+def render_redlight_note(chapter: Chapter) -> str:
+    """How a red-light exercise is counted, at the top of the lesson's red-light section.
+
+    Only a run of the course tool records an exercise; a learner who breaks
+    the code by hand and runs plain pytest sees the failure but gets no credit,
+    so every lesson says so in the same generated words. It names no test and
+    no failure text: those would answer the prediction the exercise asks for.
+    """
+    first = chapter.redlights[0].id
+    run = course_test(chapter)
+    which = "this exercise counts" if len(chapter.redlights) == 1 else "these exercises count"
+    note = (
+        f"**How {which}.** From a green `{run}`, break the code (by hand, or with "
+        f"`course redlight --id {first}`) and run `{run}` (or `course watch`) while it is broken: "
+        f"a plain pytest run records nothing. Then restore it; the next green `{run}` completes it."
+    )
+    # Wrap between words, never inside a `code span`: hide its spaces while filling.
+    spans = re.sub(r"`[^`]*`", lambda span: span.group().replace(" ", "\0"), note)
+    lines = textwrap.wrap(spans, width=90, initial_indent="> ", subsequent_indent="> ")
+    return "\n".join(line.replace("\0", " ") for line in lines) + "\n"
 
 
 def render_learning(chapter: Chapter) -> str:
@@ -152,3 +179,23 @@ def lesson_card(text: str) -> str | None:
 def with_card(text: str, chapter: Chapter) -> str:
     """The lesson's text with a freshly generated card between the markers."""
     return replace_between(text, CARD_BEGIN, CARD_END, render_card(chapter))
+
+
+def lesson_redlight_note(text: str) -> str | None:
+    """The red-light note currently in a lesson's text, or None when the markers are missing."""
+    return between(text, REDLIGHTS_BEGIN, REDLIGHTS_END)
+
+
+def with_redlight_note(text: str, chapter: Chapter) -> str:
+    """The lesson's text with a freshly generated red-light note between its markers."""
+    return replace_between(text, REDLIGHTS_BEGIN, REDLIGHTS_END, render_redlight_note(chapter))
+
+
+def stale_parts(text: str, chapter: Chapter) -> list[str]:
+    """Which generated parts of a lesson no longer match chapter.toml (or have no markers)."""
+    stale = []
+    if lesson_card(text) != render_card(chapter):
+        stale.append("card")
+    if chapter.redlights and lesson_redlight_note(text) != render_redlight_note(chapter):
+        stale.append("red-light note")
+    return stale

@@ -19,7 +19,18 @@ import trio
 import attrs
 from attrs import field, frozen
 
-from course.cards import CHAPTERS_BEGIN, CHAPTERS_END, between, lesson_card, render_card, render_chapter_list
+from course.cards import (
+    CHAPTERS_BEGIN,
+    CHAPTERS_END,
+    REDLIGHTS_BEGIN,
+    REDLIGHTS_END,
+    between,
+    lesson_card,
+    lesson_redlight_note,
+    render_card,
+    render_chapter_list,
+    render_redlight_note,
+)
 from course import verify_cache
 from course.catalog import Catalog, Chapter, Lab
 from course.errors import ChapterError
@@ -297,22 +308,27 @@ def integrity_checks(catalog: Catalog, chapter: Chapter) -> list[Check]:
             actual="; ".join(problems) if problems else "no undeclared differences",
         )
     ]
-    card = lesson_card(chapter.lesson.read_text(encoding="utf-8"))
-    fresh = render_card(chapter)
+    text = chapter.lesson.read_text(encoding="utf-8")
+    card = lesson_card(text)
+    problems = []
     if card is None:
-        actual = "the lesson has no card markers"
-    elif card != fresh:
-        actual = "the lesson's card is stale: run `course dev cards` to regenerate it"
-    else:
-        actual = "the lesson's card matches chapter.toml"
+        problems.append("the lesson has no card markers")
+    elif card != render_card(chapter):
+        problems.append("the lesson's card is stale: run `course dev cards` to regenerate it")
+    if chapter.redlights:
+        note = lesson_redlight_note(text)
+        if note is None:
+            problems.append(f"the lesson has no red-light note markers ({REDLIGHTS_BEGIN} {REDLIGHTS_END})")
+        elif note != render_redlight_note(chapter):
+            problems.append("the lesson's red-light note is stale: run `course dev cards` to regenerate it")
     checks.append(
         Check(
             chapter=chapter.name,
             kind="card",
-            name="lesson card generated from chapter.toml",
-            ok=card == fresh,
-            expected="the lesson's card matches chapter.toml",
-            actual=actual,
+            name="lesson card and red-light note generated from chapter.toml",
+            ok=not problems,
+            expected="the lesson's card and red-light note match chapter.toml",
+            actual="; ".join(problems) if problems else "the lesson's card and red-light note match chapter.toml",
         )
     )
     return checks + depth_checks(chapter)

@@ -1,5 +1,5 @@
 """What `course verify` tells an author who edited by hand what tools should have written:
-a snapshot that drifted from its predecessor, a lesson card edited by hand."""
+a snapshot that drifted from its predecessor, a lesson card or red-light note edited by hand."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 from conftest import mini
-from course.cards import CARD_BEGIN, CARD_END
+from course.cards import CARD_BEGIN, CARD_END, REDLIGHTS_BEGIN, REDLIGHTS_END
 from tool_helpers import CHAIN_COURSE, real_course, tool
 
 
@@ -55,6 +55,24 @@ def test_a_card_edited_by_hand_is_reported_stale_until_regenerated(tmp_path: Pat
     assert tool("cards", "--check", root=root).returncode == 1
     assert tool("cards", root=root).returncode == 0
     assert mini(root, "verify", "03").returncode == 0
+
+
+def test_a_red_light_note_edited_by_hand_or_missing_is_reported(tmp_path: Path) -> None:
+    root = copy_of_chain(tmp_path)
+    lesson = root / "checkpoints/03-calculator/README.md"
+    text = lesson.read_text()
+    lesson.write_text(text.replace("a plain pytest run records nothing", "plain pytest is fine"))
+
+    result = mini(root, "verify", "03", "--json")
+
+    assert result.returncode == 1
+    assert failed_checks(result) == {
+        "03-calculator card": "the lesson's red-light note is stale: run `course dev cards` to regenerate it"
+    }
+    assert tool("cards", root=root).returncode == 0
+    assert mini(root, "verify", "03").returncode == 0
+    lesson.write_text(text.replace(REDLIGHTS_BEGIN, "").replace(REDLIGHTS_END, ""))
+    assert "has no red-light note markers" in failed_checks(mini(root, "verify", "03", "--json"))["03-calculator card"]
 
 
 def test_real_course_parent_04_drifting_from_target_03_is_named(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""Regenerate every lesson's checkpoint card, the README's chapter list and the key tables.
+"""Regenerate every lesson's checkpoint card and red-light note, the README's chapter list and the key tables.
 
 The chapter list of README.md comes from every chapter.toml; the key tables of
 checkpoints/README.md come from the chapter.toml schema (course.schema).
@@ -6,8 +6,9 @@ checkpoints/README.md come from the chapter.toml schema (course.schema).
     course dev cards            # rewrite stale cards
     course dev cards --check    # only report; exit 1 when a card is stale
 
-The card is the one part of a lesson an author must never edit by hand:
-`course verify` fails when it no longer matches chapter.toml.
+The card and the red-light note are the parts of a lesson an author must
+never edit by hand: `course verify` fails when they no longer match chapter.toml.
+The note's markers go at the top of the red-light section once, by hand.
 """
 
 from __future__ import annotations
@@ -21,13 +22,15 @@ from course.cards import (
     CHAPTERS_END,
     KEYS_BEGIN,
     KEYS_END,
+    REDLIGHTS_BEGIN,
+    REDLIGHTS_END,
     between,
-    lesson_card,
-    render_card,
     render_chapter_list,
     render_key_tables,
     replace_between,
+    stale_parts,
     with_card,
+    with_redlight_note,
 )
 from course.catalog import find_root, load_catalog
 from course.dev import checkout_root
@@ -37,7 +40,7 @@ from course.errors import CourseError
 @click.command()
 @click.option("--check", is_flag=True, help="Report stale cards without writing.")
 def main(check: bool) -> None:
-    """Regenerate (or --check) every lesson's checkpoint card, the README's chapter list and the key tables."""
+    """Regenerate (or --check) every lesson's checkpoint card and red-light note, the README's chapter list and the key tables."""
     try:
         catalog = load_catalog(find_root() if check else checkout_root("cards"))
     except CourseError as error:
@@ -60,12 +63,21 @@ def main(check: bool) -> None:
                 click.echo(f"rewrote {what} of {name}")
     for chapter in catalog.chapters:
         text = chapter.lesson.read_text(encoding="utf-8")
-        if lesson_card(text) == render_card(chapter):
+        parts = stale_parts(text, chapter)
+        if not parts:
             continue
         stale.append(chapter.name)
-        if not check:
-            chapter.lesson.write_text(with_card(text, chapter), encoding="utf-8")
-            click.echo(f"rewrote the card of {chapter.name}")
+        if check:
+            continue
+        if "red-light note" in parts and REDLIGHTS_BEGIN not in text:
+            click.echo(f"{chapter.name}: put {REDLIGHTS_BEGIN} and {REDLIGHTS_END} at the top of the "
+                       "lesson's red-light section, then run again", err=True)
+            sys.exit(1)
+        text = with_card(text, chapter)
+        if chapter.redlights:
+            text = with_redlight_note(text, chapter)
+        chapter.lesson.write_text(text, encoding="utf-8")
+        click.echo(f"rewrote the {' and the '.join(parts)} of {chapter.name}")
     if check and stale:
         click.echo("stale cards: " + ", ".join(stale))
         sys.exit(1)

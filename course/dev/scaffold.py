@@ -21,7 +21,7 @@ from pathlib import Path
 import click
 from attrs import frozen
 
-from course.cards import CARD_BEGIN, CARD_END, with_card
+from course.cards import CARD_BEGIN, CARD_END, REDLIGHTS_BEGIN, REDLIGHTS_END, with_card, with_redlight_note
 from course.catalog import DIR_PATTERN, Catalog, Chapter, chapter_name, chapter_nn, load_catalog, load_chapter
 from course.dev import checkout_root
 from course.errors import CourseError, UsageError
@@ -200,6 +200,9 @@ def render_lesson(plan: Plan) -> str:
         "",
         "## Red-light exercises",
         "",
+        REDLIGHTS_BEGIN,
+        REDLIGHTS_END,
+        "",
         f"### {plan.number}.R1 · TODO",
         "",
         "## Acceptance questions",
@@ -236,7 +239,8 @@ def build_chapter(plan: Plan, directory: Path) -> None:
     (directory / "chapter.toml").write_text(render_chapter_toml(plan), encoding="utf-8")
     (directory / "README.md").write_text(render_lesson(plan), encoding="utf-8")
     chapter = load_chapter(directory)
-    (directory / "README.md").write_text(with_card(render_lesson(plan), chapter), encoding="utf-8")
+    lesson = with_redlight_note(with_card(render_lesson(plan), chapter), chapter)
+    (directory / "README.md").write_text(lesson, encoding="utf-8")
 
 
 def scaffold(root: Path, plan: Plan) -> Path:

@@ -200,7 +200,32 @@ def test_cancelled_waiting_consumer_gives_back_its_event():
                 # in line, which is cancelled but has not yet run to leave.
                 stream.push("x")
                 await trio.testing.wait_all_tasks_blocked()
-                assert kept + patient == ["x"]
+                # One assertion, so a failure shows who got "x".
+                assert (kept, patient) == ([], ["x"])
                 stream.end("over")
+
+    trio.run(main)
+
+
+def test_cancelled_waiting_consumer_lets_cancelled_reach_its_scope():
+    async def main():
+        with trio.fail_after(LIMIT):
+            stream = make_stream()
+            impatient = trio.CancelScope()
+            after_the_loop: list[bool] = []
+
+            async def consume_until_cancelled():
+                with impatient:
+                    async for event in stream:
+                        pass
+                    # Only a loop that ended on its own gets here.
+                    after_the_loop.append(True)
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(consume_until_cancelled)
+                await trio.testing.wait_all_tasks_blocked()
+                impatient.cancel()
+            # One assertion: did code after the loop run, and did the scope catch its Cancelled?
+            assert (after_the_loop, impatient.cancelled_caught) == ([], True)
 
     trio.run(main)

@@ -260,8 +260,20 @@ def test_end_the_turn_limit_is_a_clear_error_and_leaves_a_valid_transcript():
     assert [m.role for m in context.messages] == ["user", "assistant", "toolResult", "assistant", "toolResult"]
     assert len(model.requests) == 2
     assert types(events)[-2:] == ["turn_end", "agent_end"]
+
+
+def test_end_max_turns_below_one_is_refused_before_anything_happens():
+    model = ScriptedModel([assistant_message([text("never sent")], "stop")])
+    context = AgentContext([user_message(QUESTION)])
+    events = []
+
+    async def main():
+        with trio.fail_after(TIME_LIMIT):
+            await run_agent(model, context, ToolRegistry([READ]), on_event=events.append, max_turns=0)
+
     with pytest.raises(ValueError, match="max_turns must be at least 1, got 0"):
-        play(model, context, ToolRegistry([READ]), max_turns=0)
+        trio.run(main)
+    assert (len(model.requests), events, len(context.messages)) == (0, [], 1)
 
 
 def test_end_a_signal_aborted_before_the_run_ends_it_after_one_call():
