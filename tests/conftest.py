@@ -6,9 +6,11 @@ codes, real stdout/stderr), never through click's in-process test runner.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -23,6 +25,12 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 # The index of practice dirs (course/index.py) lives in the user's state dir; the suite's
 # CLI runs keep theirs in a throw-away one, so a test run never touches the real home.
 os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="course-tests-state-")
+atexit.register(shutil.rmtree, os.environ["XDG_STATE_HOME"], ignore_errors=True)
+# A suite started in the background by a shell without job control inherits SIGINT ignored,
+# and every `course` it starts would too (an ignored signal survives exec): the Ctrl-C tests
+# would then test nothing. The learner's Ctrl-C reaches a foreground command, so restore that.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 # A CLI run from a practice dir must use this checkout's `course`, not whichever one is installed.
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
 
