@@ -139,6 +139,7 @@ def run_in_pty(root: Path, *args: str, timeout: float = 60.0, **env: str) -> str
     os.close(slave)
     chunks: list[bytes] = []
     deadline = time.monotonic() + timeout
+    timed_out = False
     try:
         while time.monotonic() < deadline:
             ready, _, _ = select.select([master], [], [], 0.2)
@@ -152,9 +153,14 @@ def run_in_pty(root: Path, *args: str, timeout: float = 60.0, **env: str) -> str
                 chunks.append(data)
             elif process.poll() is not None:
                 break
+        else:  # the deadline came before the command closed its terminal or exited
+            timed_out = True
     finally:
         os.close(master)
         if process.poll() is None:
             process.kill()
         process.wait()
+    # A command still running at the deadline was waiting for something (a pager's keypress,
+    # a prompt): what it printed so far must not pass for its whole output.
+    assert not timed_out, f"course {' '.join(args)} was still running after {timeout} s; it printed: {chunks[-1:]!r}"
     return b"".join(chunks).decode("utf-8", "replace")

@@ -19,7 +19,7 @@ def test_show_is_plain_markdown_when_piped(mini_course: Path) -> None:
 
 
 def test_show_renders_the_lesson_in_a_terminal(mini_course: Path) -> None:
-    screen = run_in_pty(mini_course, "show", "1")
+    screen = run_in_pty(mini_course, "show", "1", "--no-pager")
     plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen)
     assert COLOUR.search(screen), "a terminal gets colour"
     assert "## Adding" not in plain and "Adding" in plain, "headings are rendered, not shown as markup"
@@ -30,17 +30,17 @@ def test_show_renders_the_lesson_in_a_terminal(mini_course: Path) -> None:
 
 
 def test_show_respects_no_color(mini_course: Path) -> None:
-    screen = run_in_pty(mini_course, "show", "1", NO_COLOR="1")
+    screen = run_in_pty(mini_course, "show", "1", "--no-pager", NO_COLOR="1")
     assert "Adding" in screen and "## Adding" not in screen, "still rendered"
     assert not COLOUR.search(screen), "NO_COLOR: no colour codes"
 
 
 def test_the_answer_key_is_folded_in_a_terminal_until_asked_for(mini_course: Path) -> None:
-    plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", run_in_pty(mini_course, "show", "1"))
+    plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", run_in_pty(mini_course, "show", "1", "--no-pager"))
     assert "What does add(2, 3) return?" in plain
     assert "Five, the sum." not in plain and "<details>" not in plain
     assert "Answer key: folded. course show 01 --answers shows it." in plain
-    opened = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", run_in_pty(mini_course, "show", "1", "--answers"))
+    opened = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", run_in_pty(mini_course, "show", "1", "--answers", "--no-pager"))
     assert "Answer key" in opened and "Five, the sum." in opened and "<summary>" not in opened
     piped = mini(mini_course, "show", "1")
     assert "What does `add(2, 3)` return?" in piped.stdout and "## Adding" in piped.stdout, "piped, it is Markdown"
