@@ -1,9 +1,9 @@
 """A failure a learner can read: the test, the line pytest points at, the error, where to fix it.
 
 pytest's full report is written for people who know pytest's internals; a
-learner needs a few lines. The digest is built from the JUnit report's
-traceback text (TestCase.details), which comes in two layouts: pytest's own
-(`>` marks the line, `E` the error, `file.py:NN: Error` the place) and
+learner needs a few lines. The digest is built from the traceback text pytest
+reports for each test (TestCase.details, sent by the run host), which comes in
+two layouts: pytest's own (`>` marks the line, `E` the error, `file.py:NN: Error` the place) and
 Python's (`File "...", line NN, in f`), which pytest uses for exception
 groups. Both are read into frames; a group with a single exception (trio's
 nurseries wrap every error in one) is shown as that exception.
@@ -16,7 +16,8 @@ import re
 
 from attrs import frozen
 
-from course.catalog import Chapter
+from course.catalog import Chapter, Lab
+from course.hints import lab_files
 from course.runner import CRASHED, FAILED, TIMEOUT, RunResult, TestCase
 
 _PYTEST_PLACE = re.compile(r"^(?P<file>[^\s:][^:]*\.py):(?P<line>\d+):(?: (?P<error>.*))?$")
@@ -119,7 +120,7 @@ def _without_advice(lines: list[str]) -> list[str]:
 
 
 def readable_message(message: str) -> str:
-    """A JUnit message with real newlines: `Error("a\\nb") [single exception in ExceptionGroup]` -> `Error: a\\nb`."""
+    """A one-line exception message with real newlines: `Error("a\\nb") [single exception in ExceptionGroup]` -> `Error: a\\nb`."""
     match = _SINGLE.match(message.strip())
     if match is None:
         return message
@@ -136,8 +137,12 @@ def group_size(details: str) -> int:
     return max(counts, default=1)
 
 
-def fix_pointer(chapter: Chapter, found: list[Frame]) -> list[str]:
-    """Where the fix belongs: this chapter's teaching file, and where the error surfaced if elsewhere."""
+def fix_pointer(chapter: Chapter, found: list[Frame], lab: Lab | None = None) -> list[str]:
+    """Where the fix belongs: this chapter's teaching file, and where the error surfaced if elsewhere.
+
+    When no frame is in the learner's code, the failing test's lab narrows the
+    chapter's teaching files to the ones that lab's code goes in.
+    """
     mine = [f for f in found if f.file.startswith(PACKAGE)]
     teaching = [f for f in mine if f.file in chapter.teaching_files]
     if teaching:
@@ -145,8 +150,11 @@ def fix_pointer(chapter: Chapter, found: list[Frame]) -> list[str]:
         if mine[-1] != teaching[-1]:
             lines.append(f"  (it surfaced in {mine[-1].place}, code of an earlier chapter)")
         return lines
-    files = ", ".join(chapter.teaching_files)
-    noun = "this chapter's teaching file" if len(chapter.teaching_files) == 1 else "this chapter's teaching files"
+    named = [name for name in lab_files(lab) if name in chapter.teaching_files] if lab is not None else []
+    owner = f"lab {lab.id}'s" if named and lab is not None else "this chapter's"
+    chosen = named or list(chapter.teaching_files)
+    files = ", ".join(chosen)
+    noun = f"{owner} teaching file" if len(chosen) == 1 else f"{owner} teaching files"
     if mine:
         return [f"the fix belongs in {files} ({noun}); it surfaced in {mine[-1].place}, code of an earlier chapter"]
     return [f"the fix belongs in {files} ({noun})"] if files else []
@@ -180,7 +188,9 @@ def digest(run: RunResult, chapter: Chapter, max_lines: int = 14) -> list[str]:
     if hint:
         lines.append(hint)
     elif case.name:
-        lines += fix_pointer(chapter, found)
+        node = f"{case.file}::{case.name.replace('.', '::')}"
+        lab = next((lab for lab in chapter.labs if lab.selects(node)), None)
+        lines += fix_pointer(chapter, found, lab)
     return [_clip(line) for line in lines]
 
 

@@ -54,6 +54,17 @@ def rung_excerpts(text: str) -> list[tuple[str, str]]:
     return [(name, "\n".join(lines)) for name, lines in sections]
 
 
+def lab_files(lab: Lab) -> tuple[str, ...]:
+    """The files a lab's code goes in: those its last rung quotes, in order (none if it quotes none).
+
+    The last rung holds the lab's code as `# file:` excerpts of the target (a
+    check in `course verify` keeps them true), so it already says where a
+    lab's work lives; nothing else has to.
+    """
+    named = [name for name, _ in rung_excerpts(lab.hints[-1])] if lab.hints else []
+    return tuple(dict.fromkeys(named))
+
+
 @frozen
 class Rung:
     number: int  # 1-based

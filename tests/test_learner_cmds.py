@@ -230,7 +230,7 @@ def test_the_digest_points_at_the_test_line_and_the_teaching_file_and_v_shows_py
     assert lines[at + 1].strip() == "tests/test_01_adder.py:2"
     assert lines[at + 2].strip() == ">   def test_add_small(): assert add(1, 2) == 3"
     assert lines[at + 3].strip() == "E   assert 2 == 3"
-    assert "  the fix belongs in tiny_pi/adder.py (this chapter's teaching file)" in lines
+    assert "  the fix belongs in tiny_pi/adder.py (lab 1.1's teaching file)" in lines
     assert "  the whole pytest report: course test 01 -v" in lines
     assert "  lab 1.1 Small:" in lines and "    [failed] test_add_small" in lines
     assert "  lab 1.2 Both:" in lines and "    [failed] test_add_big" in lines

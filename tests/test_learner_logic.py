@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES
+from conftest import FIXTURES, REPO
 from course.catalog import load_catalog
 from course.checks import Check
 from course.failures import digest, error_lines, frames, readable_message
@@ -76,8 +76,29 @@ def test_a_single_exception_group_is_shown_as_its_exception_with_real_newlines()
     ]
     assert "E   AssertionError: assert [] == ['x']" in lines and "E     Right contains one more item: 'x'" in lines
     assert not any("ExceptionGroup" in line or "\\n" in line or "Use -v" in line for line in lines)
-    assert lines[-1] == ("the fix belongs in tiny_pi/adder.py (this chapter's teaching file); "
+    assert lines[-1] == ("the fix belongs in tiny_pi/adder.py (lab 1.1's teaching file); "
                          "it surfaced in tiny_pi/older.py:12, code of an earlier chapter")
+
+
+def test_a_failure_outside_the_learners_code_points_at_its_labs_file_not_every_file() -> None:
+    """Chapter 01 has five teaching files; a lab 1.2 test failing in the test itself names tasks.py alone."""
+    survival = load_catalog(REPO).resolve("01")
+    assert len(survival.teaching_files) == 5
+    lab = survival.lab("1.2")
+    test = next(name for name in _test_names(survival) if lab.selects(f"tests/test_01_survival.py::{name}"))
+    details = f"def {test}():\n>       assert results == [1, 2]\nE       assert [2, 1] == [1, 2]\n\ntests/test_01_survival.py:9: AssertionError"
+    case = Case(file="tests/test_01_survival.py", name=test, outcome="failed", message="assert", details=details)
+    run = RunResult(outcome="failed", exit_code=1, tests=(case,), output="", duration=0.1, time_limit=30)
+    assert digest(run, survival)[-1] == "the fix belongs in tiny_pi/survival/tasks.py (lab 1.2's teaching file)"
+    unknown = Case(file="tests/test_01_survival.py", name="test_in_no_lab", outcome="failed", message="x", details=details)
+    lines = digest(RunResult(outcome="failed", exit_code=1, tests=(unknown,), output="", duration=0.1, time_limit=30), survival)
+    assert lines[-1].startswith("the fix belongs in tiny_pi/survival/streams.py, ") and "(this chapter's teaching files)" in lines[-1]
+
+
+def _test_names(chapter) -> list[str]:
+    source = (chapter.target / chapter.focused_tests[0]).read_text()
+    return [line.split("(")[0].removeprefix("def ").removeprefix("async def ") for line in source.splitlines()
+            if line.startswith(("def test_", "async def test_"))]
 
 
 def test_pytests_layout_gives_the_test_line_and_the_line_in_the_teaching_file() -> None:
