@@ -217,11 +217,14 @@ def import_hint(text: str, chapter: Chapter) -> str | None:
     return f"hint: create {owner}, a teaching file of this chapter"
 
 
-def tests_by_lab(run: RunResult, chapter: Chapter) -> list[tuple[str, list[tuple[str, str]]]]:
-    """Per lab (then the rest), each test's name and outcome: "which tests are already green?"."""
+def tests_by_lab(run: RunResult, chapter: Chapter, only: Lab | None = None) -> list[tuple[str, list[tuple[str, str]]]]:
+    """Per lab (then the rest), each test's name and outcome: "which tests are already green?".
+
+    `only` keeps one lab's group: `course test --lab` asks about that lab alone.
+    """
     groups: list[tuple[str, list[tuple[str, str]]]] = []
     placed: set[int] = set()
-    for lab in chapter.labs:
+    for lab in chapter.labs if only is None else [only]:
         rows = []
         for index, case in enumerate(run.tests):
             node = f"{case.file}::{case.name.replace('.', '::')}"
@@ -230,6 +233,6 @@ def tests_by_lab(run: RunResult, chapter: Chapter) -> list[tuple[str, list[tuple
                 placed.add(index)
         groups.append((f"lab {lab.id} {lab.title}", rows))
     rest = [(c.name.rpartition(".")[2] or c.file, c.outcome) for i, c in enumerate(run.tests) if i not in placed]
-    if rest:
+    if rest and only is None:
         groups.append(("not in a lab", rest))
     return groups

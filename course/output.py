@@ -174,7 +174,7 @@ def result_lines(
         lines += checklist_lines(checks, details=False)
     if by_lab and run is not None:
         lines.append("")
-        for title, rows in tests_by_lab(run, chapter):
+        for title, rows in tests_by_lab(run, chapter, lab):
             lines.append(f"  {title}:")
             lines += [f"    {'[ok]  ' if outcome == 'passed' else '[' + outcome + ']'} {name}" for name, outcome in rows]
     if update.seen is not None:

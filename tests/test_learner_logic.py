@@ -10,6 +10,7 @@ from conftest import FIXTURES, REPO
 from course.catalog import load_catalog
 from course.checks import Check
 from course.failures import digest, error_lines, frames, readable_message
+from course.failures import tests_by_lab as lab_groups  # not named test_*: pytest would collect it
 from course.errors import UsageError
 from course.locate import beside
 from course.nextstep import next_step
@@ -210,3 +211,12 @@ def test_a_red_light_is_recognised_only_after_green_or_when_applied(tmp_path: Pa
     assert [r.id for r in restored.done] == ["1.R1"] and restored.state.states == {"1.R1": "done"}
     other = _run("E   assert 2 == 3\ntests/test_01_adder.py:2: AssertionError", "assert 2 == 3")
     assert redlights.record(tmp_path, CHAPTER, other, green=False, full=True).seen is None, "another failure"
+
+
+def test_tests_by_lab_keeps_one_lab_when_asked_about_one() -> None:
+    cases = tuple(Case(file="tests/test_01_adder.py", name=name, outcome=outcome, message="", details="")
+                  for name, outcome in (("test_add_small", "passed"), ("test_add_big", "failed"), ("test_other", "passed")))
+    run = RunResult(outcome="failed", exit_code=1, tests=cases, output="", duration=0.1, time_limit=30)
+    everything = lab_groups(run, CHAPTER)
+    assert [title for title, _ in everything] == ["lab 1.1 Small", "lab 1.2 Both", "not in a lab"]
+    assert lab_groups(run, CHAPTER, CHAPTER.lab("1.1")) == [("lab 1.1 Small", [("test_add_small", "passed")])]
