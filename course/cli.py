@@ -257,7 +257,7 @@ async def _first_run(chapter: Chapter, directory: Path) -> RunResult:
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True, max=3600),
               help="Seconds the tests may take (default: the chapter's time limit).")
 @click.option("-v", "--verbose", is_flag=True, help="Also print pytest's whole output.")
-@click.option("--tests", "by_lab", is_flag=True, help="List every test, lab by lab, passed or failed.")
+@click.option("--tests", "by_lab", is_flag=True, help="List every test, lab by lab (with --lab, that lab's), passed or failed.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
 @pass_context
 def test_command(ctx: CourseContext, chapter_id: str | None, directory: str | None, lab_id: str | None,
