@@ -87,8 +87,9 @@ def render_redlight_note(chapter: Chapter) -> str:
     run = course_test(chapter)
     which = "this exercise counts" if len(chapter.redlights) == 1 else "these exercises count"
     note = (
-        f"**How {which}.** From a green `{run}`, break the code (by hand, or with "
-        f"`course redlight --id {first}`) and run `{run}` (or `course watch`) while it is broken: "
+        f"**How {which}.** From a green `{run}`, break the code by hand (`course redlight --id "
+        f"{first}` does it only while your code still matches the target's lines) and run `{run}` "
+        f"(or `course watch`) while it is broken: "
         f"a plain pytest run records nothing. Then restore it; the next green `{run}` completes it."
     )
     # Wrap between words, never inside a `code span`: hide its spaces while filling.
@@ -121,8 +122,9 @@ def render_learning(chapter: Chapter) -> str:
     parts += ["## Red-light exercises", ""]
     for redlight in chapter.redlights:
         parts += [
-            f"- **{redlight.id} {redlight.title}** - the lesson says what to change "
-            f"(or `course redlight --id {redlight.id}` changes it, `--revert` restores); "
+            f"- **{redlight.id} {redlight.title}** - the lesson says what to change by hand "
+            f"(`course redlight --id {redlight.id}` changes it only while your code still matches "
+            f"the target's lines; `--revert` restores); "
             f"`{redlight.test}` must then fail. {redlight.learn}",
         ]
     parts += [

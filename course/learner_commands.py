@@ -24,7 +24,7 @@ from course.completion import complete_chapter, complete_dir, complete_lab
 from course.context import CourseContext, pass_context
 from course.errors import UsageError
 from course.learner_diff import MISSING, SAME, compare, line_colour
-from course.locate import enclosing_practice_dir, suggest
+from course.locate import beside, enclosing_practice_dir, suggest
 from course.progress import read_last_test
 from course.render import colour_setting
 from course.status import course_status, first_open_lab
@@ -74,6 +74,7 @@ def watch_command(
     clear = click.clear if sys.stdout.isatty() else None
     ctx.remember(place)
     later = [c for c in ctx.catalog.chapters if c.number > chapter.number]
+    following = later[0] if later else None
     session = WatchSession(
         chapter,
         lab,
@@ -83,7 +84,8 @@ def watch_command(
         clear=clear,
         debounce_ms=debounce,
         dir_words=tuple(place.dir_words()),
-        following=later[0] if later else None,
+        following=following,
+        following_dir_words=tuple(beside(place.directory, following, ctx.practice_home)) if following else (),
     )
     last_ok = trio.run(session.run, mode)
     if session.stopped_by is not None:

@@ -323,10 +323,12 @@ class WatchSession:
         source: Source | None = None,
         dir_words: tuple[str, ...] = (),
         following: Chapter | None = None,
+        following_dir_words: tuple[str, ...] = (),
     ) -> None:
         self.source = source
         self.dir_words = dir_words
         self.following = following
+        self.following_dir_words = following_dir_words
         self.chapter = chapter
         self.lab = lab
         self.directory = directory
@@ -364,7 +366,8 @@ class WatchSession:
         run = next((check.run for check in checks if check.run is not None), None)
         was_green = before is not None and before.chapter == self.chapter.name and before.ok and before.lab is None
         update = record_redlights(self.directory, self.chapter, run, last.ok, self.lab is None, was_green)
-        step = next_step(self.chapter, last, update.state, self.dir_words, self.following, runner="watch")
+        step = next_step(self.chapter, last, update.state, self.dir_words, self.following, "watch",
+                         self.following_dir_words)
         self.runs += 1
         self.last_ok = last.ok
         if self.clear is not None:
