@@ -25,6 +25,7 @@ from course.context import CourseContext, pass_context
 from course.checks import ChapterTime, check_practice, excerpt, prove_chapter, red_light_check, run_spec, verify
 from course.errors import INTERRUPTED, CourseError
 from course.locate import beside, path_problem, suggest
+from course.requirements import require_dependencies
 from course.nextstep import next_step
 from course.progress import read_last_test, save_result
 from course.redlights import record as record_redlights
@@ -157,6 +158,7 @@ def checkpoint(ctx: CourseContext, chapter_id: str, as_json: bool) -> None:
     """Locate a chapter's parent and target and prove its story holds (for authors)."""
     chapter = ctx.chapter(chapter_id)
     require_git()  # the red-light exercises are git patches
+    require_dependencies(ctx.root)
     if not as_json:
         output.chapter_header(chapter)
         output.locations(chapter)
@@ -184,6 +186,7 @@ def verify_command(ctx: CourseContext, chapter_ids: tuple[str, ...], fresh: bool
     resolved = [catalog.resolve(c) for c in chapter_ids] if chapter_ids else list(catalog.chapters)
     chapters = list({chapter.name: chapter for chapter in resolved}.values())  # `verify 2 02` proves 02 once
     require_git()
+    require_dependencies(ctx.root)
     started = time.monotonic()
     times: list[ChapterTime] = []
     with output.progress(f"Proving {len(chapters)} chapter(s)", enabled=not as_json):
@@ -212,6 +215,7 @@ def practice(ctx: CourseContext, chapter_id: str, directory: str | None, nested:
     """Copy a chapter's starting point into DIR (a git repo of its own) and show its first red light."""
     chapter = ctx.chapter(chapter_id)
     require_git()
+    require_dependencies(ctx.root)
     target = check_practice_target(ctx.practice_dir(chapter, directory), ctx.root, nested)
     source = chapter.practice_start
     message = f"Start of chapter {chapter.name} ({'target' if chapter.mode == 'observe' else 'parent'})"

@@ -207,6 +207,11 @@ def import_hint(text: str, chapter: Chapter) -> str | None:
     if match is None:
         return None
     module = match.group("module")
+    if module.partition(".")[0] != PACKAGE.rstrip("/"):
+        if match.groupdict().get("name"):  # the library is there; a name in it is not
+            return None
+        return (f"hint: {module} is not installed in the Python that runs `course`; install the course "
+                "into it (`python -m pip install -e .` in the course checkout)")
     path = module.replace(".", "/") + ".py"
     package = module.replace(".", "/") + "/__init__.py"
     owner = next((f for f in chapter.teaching_files if f in (path, package)), None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from course.nextstep import next_step
 from course.output import wrap
 from course.progress import CheckVerdict, LastTest
 from course.redlights import RedLightState
+from course.requirements import declared, problems
 from course.runner import RunResult
 from course.runner import TestCase as Case
 
@@ -220,3 +222,19 @@ def test_tests_by_lab_keeps_one_lab_when_asked_about_one() -> None:
     everything = lab_groups(run, CHAPTER)
     assert [title for title, _ in everything] == ["lab 1.1 Small", "lab 1.2 Both", "not in a lab"]
     assert lab_groups(run, CHAPTER, CHAPTER.lab("1.1")) == [("lab 1.1 Small", [("test_add_small", "passed")])]
+
+
+def test_a_missing_library_is_named_as_an_install_problem_not_a_teaching_file() -> None:
+    details = "tests/test_01_adder.py:1: in <module>\n    import httpx\nE   ModuleNotFoundError: No module named 'httpx'"
+    case = Case(file="tests/test_01_adder.py", name="", outcome="failed", message="", details=details)
+    run = RunResult(outcome="collection-error", exit_code=2, tests=(case,), output="", duration=0.1, time_limit=30)
+    assert digest(run, CHAPTER)[-1] == ("hint: httpx is not installed in the Python that runs `course`; install the "
+                                        "course into it (`python -m pip install -e .` in the course checkout)")
+
+
+def test_requirements_this_python_does_not_meet_are_each_named() -> None:
+    assert problems(["pytest>=1.0", "surely-not-a-real-distribution>=1", "pytest>=999"]) == [
+        "surely-not-a-real-distribution (not installed)",
+        f"pytest {importlib.metadata.version('pytest')} (needs >=999)",
+    ]
+    assert "trio>=0.30" in declared(REPO) and not any("extra ==" in r for r in declared(REPO))
