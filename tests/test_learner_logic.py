@@ -238,3 +238,19 @@ def test_requirements_this_python_does_not_meet_are_each_named() -> None:
         f"pytest {importlib.metadata.version('pytest')} (needs >=999)",
     ]
     assert "trio>=0.30" in declared(REPO) and not any("extra ==" in r for r in declared(REPO))
+
+
+@pytest.mark.parametrize("command", [["verify"], ["checkpoint", "01"], ["practice", "01", "never-made"]])
+def test_proofs_refuse_a_python_without_the_courses_dependencies(command, monkeypatch, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from course import requirements
+    from course.cli import cli
+
+    monkeypatch.setenv("COURSE_ROOT", str(FIXTURES / "mini-course"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(requirements, "declared", lambda root: ["surely-not-a-real-distribution>=1"])
+    result = CliRunner().invoke(cli, command)
+    assert isinstance(result.exception, requirements.MissingDependencies)
+    assert "surely-not-a-real-distribution (not installed)" in str(result.exception)
+    assert not (tmp_path / "never-made").exists(), "refused before anything was made"
