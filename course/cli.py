@@ -23,7 +23,7 @@ from course.catalog import Chapter
 from course.completion import complete_chapter, complete_dir, complete_lab
 from course.context import CourseContext, pass_context
 from course.checks import ChapterTime, check_practice, excerpt, prove_chapter, red_light_check, run_spec, verify
-from course.errors import INTERRUPTED, CourseError
+from course.errors import INTERRUPTED, CourseError, caused_by_interrupt
 from course.locate import beside, path_problem, suggest
 from course.requirements import require_dependencies
 from course.nextstep import next_step
@@ -327,9 +327,7 @@ def _exit_status(error: BaseException) -> int:
     if _closed_pipe(error):
         _silence_stdout()
         return 0
-    if isinstance(error, (KeyboardInterrupt, click.exceptions.Abort)) or (
-        isinstance(error, BaseExceptionGroup) and error.split(KeyboardInterrupt)[0] is not None
-    ):
+    if isinstance(error, click.exceptions.Abort) or caused_by_interrupt(error):
         click.echo(INTERRUPTED, err=True)
         return 130
     if isinstance(error, click.ClickException):

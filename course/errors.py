@@ -10,6 +10,29 @@ from __future__ import annotations
 INTERRUPTED = "Interrupted; nothing was left half-made."
 
 
+def caused_by_interrupt(error: BaseException) -> bool:
+    """Whether a Ctrl-C lies at the root of ERROR.
+
+    Python does not always let a KeyboardInterrupt through unchanged: one that
+    lands while a class body runs `__set_name__` comes out as a RuntimeError
+    caused by it, and trio gathers it into an exception group. Each of these is
+    still the learner pressing Ctrl-C, and gets the same one line.
+    """
+    seen: set[int] = set()
+    pending = [error]
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, KeyboardInterrupt):
+            return True
+        if isinstance(current, BaseExceptionGroup):
+            pending.extend(current.exceptions)
+        pending.extend(e for e in (current.__cause__, current.__context__) if e is not None)
+    return False
+
+
 class CourseError(Exception):
     """A problem the CLI explains in one paragraph and exits with status 2."""
 

@@ -21,9 +21,11 @@ def main() -> None:
 
             hosts.prestart()
         from course.cli import main as cli_main
-    except KeyboardInterrupt:  # Ctrl-C while starting up: nothing was begun (a worker dies with us)
-        from course.errors import INTERRUPTED
+    except BaseException as error:  # Ctrl-C while starting up: nothing was begun (a worker dies with us)
+        from course.errors import INTERRUPTED, caused_by_interrupt
 
+        if not caused_by_interrupt(error):
+            raise
         print(INTERRUPTED, file=sys.stderr)
         sys.exit(130)
     cli_main()
