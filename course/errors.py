@@ -6,8 +6,17 @@
 
 from __future__ import annotations
 
+import sys
+from typing import NoReturn
+
 # What a Ctrl-C prints, wherever it lands (exit status 130).
 INTERRUPTED = "Interrupted; nothing was left half-made."
+
+
+def end_interrupted() -> NoReturn:
+    """Print the interrupted line and exit 130: for a Ctrl-C before the CLI has taken over."""
+    print(INTERRUPTED, file=sys.stderr)
+    sys.exit(130)
 
 
 def caused_by_interrupt(error: BaseException) -> bool:

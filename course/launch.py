@@ -22,12 +22,11 @@ def main() -> None:
             hosts.prestart()
         from course.cli import main as cli_main
     except BaseException as error:  # Ctrl-C while starting up: nothing was begun (a worker dies with us)
-        from course.errors import INTERRUPTED, caused_by_interrupt
+        from course.errors import caused_by_interrupt, end_interrupted
 
         if not caused_by_interrupt(error):
             raise
-        print(INTERRUPTED, file=sys.stderr)
-        sys.exit(130)
+        end_interrupted()
     cli_main()
 
 

@@ -162,21 +162,35 @@ def signals_deferred() -> Iterator[Callable[[], bool]]:
     """Hold Ctrl-C, SIGTERM and SIGHUP until the block ends; yield "has one arrived?".
 
     A KeyboardInterrupt can land between any two bytecodes, including inside a
-    `finally` that is removing a staging directory; blocking the signals
-    (not ignoring them) means cleanup always completes, and the signal still
-    takes effect the moment the block ends: Ctrl-C as KeyboardInterrupt,
-    SIGTERM as termination. Child processes (git) inherit the mask, so a
-    terminal's Ctrl-C cannot kill them half-way either. The block is short:
-    a snapshot is a few files.
+    `finally` that is removing a staging directory, so cleanup must not be
+    interruptible; yet the signal must still take effect the moment the block
+    ends: Ctrl-C as KeyboardInterrupt, SIGTERM as termination. Two measures,
+    because either alone leaks. Blocking the signals in this thread keeps them
+    from child processes (git inherits the mask), but the kernel may hand a
+    signal sent to the process to any other thread that does not block it, and
+    Python then runs the handler here anyway; so for the block's length a
+    handler that only records the signal stands in for the real one. The
+    block is short: a snapshot is a few files.
     """
     if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
         yield lambda: False
         return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _ENDING_SIGNALS)
+    arrived: list[int] = []
+    replaced = {number: signal.getsignal(number) for number in _ENDING_SIGNALS}
+    # Not ignored signals (nohup, a background job), nor handlers Python did not install.
+    replaced = {number: handler for number, handler in replaced.items()
+                if handler is not None and handler != signal.SIG_IGN}
+    for number in replaced:
+        signal.signal(number, lambda received, _frame: arrived.append(received))
+    previous_mask = signal.pthread_sigmask(signal.SIG_BLOCK, _ENDING_SIGNALS)
     try:
-        yield lambda: bool(signal.sigpending() & _ENDING_SIGNALS)
+        yield lambda: bool(arrived) or bool(signal.sigpending() & _ENDING_SIGNALS)
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous_mask)  # what was held reaches `arrived` now
+        for number, handler in replaced.items():
+            signal.signal(number, handler)
+        for number in dict.fromkeys(arrived):
+            signal.raise_signal(number)  # now with the real handler: KeyboardInterrupt, or the end
 
 
 def make_practice_dir(source: Path, directory: Path, learning_md: str, message: str) -> None:

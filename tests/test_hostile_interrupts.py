@@ -14,6 +14,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -105,6 +106,33 @@ def test_ctrl_c_inside_a_build_step_leaves_nothing(
     with pytest.raises(KeyboardInterrupt):
         workspace.make_practice_dir(mini_course / "checkpoints/01-adder/parent", directory, "# card\n", "start")
     assert list(area.iterdir()) == [], "the parent dirs this command made are taken back too"
+
+
+def test_a_ctrl_c_the_kernel_hands_to_another_thread_still_waits_for_the_block() -> None:
+    """A signal sent to the process may reach any thread that does not block it.
+
+    Found under pytest-xdist, whose worker has a second thread: a Ctrl-C that
+    arrived there was raised in the main thread at once, half-way through
+    clearing a staging dir. Here it is delivered to such a thread on purpose.
+    """
+    release = threading.Event()
+    bystander = threading.Thread(target=release.wait)
+    bystander.start()  # started outside the block, so it does not block SIGINT
+    reached_the_end = False
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with workspace.signals_deferred() as interrupted:
+                assert bystander.ident is not None
+                signal.pthread_kill(bystander.ident, signal.SIGINT)
+                deadline = time.monotonic() + 5
+                while not interrupted() and time.monotonic() < deadline:
+                    time.sleep(0.01)  # the handler runs in this thread, between two of these
+                assert interrupted()
+                reached_the_end = True
+    finally:
+        release.set()
+        bystander.join()
+    assert reached_the_end
 
 
 @pytest.mark.parametrize("step", ["copy_snapshot", "_commit_start"])
