@@ -18,7 +18,6 @@ import click
 import trio
 
 from course import output
-from course.cards import render_learning
 from course.catalog import Chapter
 from course.completion import complete_chapter, complete_dir, complete_lab
 from course.context import CourseContext, pass_context
@@ -33,7 +32,7 @@ from course.render import show_lesson
 from course.runner import RunPool, RunResult
 from course.verdict_copy import verdict_copy
 from course.status import NOT_TESTED, course_status
-from course.workspace import check_practice_target, make_practice_dir, require_git
+from course.workspace import check_practice_target, require_git, start_practice
 
 # The order a learner meets the commands in; the author's come last.
 ORDER = ("practice", "test", "watch", "hint", "diff", "redlight", "reset", "status", "list", "show",
@@ -217,12 +216,7 @@ def practice(ctx: CourseContext, chapter_id: str, directory: str | None, nested:
     require_git()
     require_dependencies(ctx.root)
     target = check_practice_target(ctx.practice_dir(chapter, directory), ctx.root, nested)
-    source = chapter.practice_start
-    message = f"Start of chapter {chapter.name} ({'target' if chapter.mode == 'observe' else 'parent'})"
-    make_practice_dir(source, target, render_learning(chapter), message)
-    from course.index import remember
-
-    remember(target, chapter, ctx.root)
+    start_practice(chapter, target, ctx.root)
     output.say(f"Made {output.display_path(target)}")
     output.say("  LEARNING.md holds the checkpoint card; `git diff` there shows your own work.")
     with output.progress(f"Running chapter {chapter.nn}'s focused tests", limit=chapter.time_limit):

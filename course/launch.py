@@ -31,7 +31,10 @@ def main() -> None:
 
 
 def runs_tests(args: list[str]) -> bool:
-    """Whether ARGS name a command that runs tests: `course verify` and `course dev verify` alike."""
+    """Whether ARGS name a command that runs tests: `course verify` and `course dev verify` alike.
+
+    Asking for a command's help runs nothing, so it starts nothing either.
+    """
     if args[:1] == ["dev"]:
         args = args[1:]
-    return bool(args) and args[0] in RUNS_TESTS
+    return bool(args) and args[0] in RUNS_TESTS and "--help" not in args

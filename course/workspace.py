@@ -22,6 +22,8 @@ import trio
 if TYPE_CHECKING:
     import git
 
+    from course.catalog import Chapter
+
 from course.errors import ChapterError, CourseError, UsageError
 
 # Files a test run or an editor may leave in a snapshot; never part of one.
@@ -191,6 +193,20 @@ def signals_deferred() -> Iterator[Callable[[], bool]]:
             signal.signal(number, handler)
         for number in dict.fromkeys(arrived):
             signal.raise_signal(number)  # now with the real handler: KeyboardInterrupt, or the end
+
+
+def start_practice(chapter: Chapter, directory: Path, course_root: Path) -> None:
+    """Make CHAPTER's practice dir at DIRECTORY (already checked) and note it in the index.
+
+    Everything `course practice` does before it runs the first red light: the
+    suite uses it to set up learners' dirs without a command per test.
+    """
+    from course.cards import render_learning
+    from course.index import remember
+
+    message = f"Start of chapter {chapter.name} ({'target' if chapter.mode == 'observe' else 'parent'})"
+    make_practice_dir(chapter.practice_start, directory, render_learning(chapter), message)
+    remember(directory, chapter, course_root)
 
 
 def make_practice_dir(source: Path, directory: Path, learning_md: str, message: str) -> None:

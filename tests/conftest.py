@@ -18,6 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from course.catalog import load_catalog
+from course.workspace import check_practice_target, start_practice
+
 REPO = Path(__file__).resolve().parent.parent
 CHECKPOINTS = REPO / "checkpoints"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -96,6 +99,19 @@ def mini_course(tmp_path: Path) -> Path:
     root = tmp_path / "mini-course"
     shutil.copytree(FIXTURES / "mini-course", root)
     return root
+
+
+def made_practice(root: Path, chapter_id: str, directory: Path) -> Path:
+    """DIRECTORY as `course practice CHAPTER DIRECTORY` leaves it, made in-process.
+
+    For tests about what a learner does next: the dir, its first commit and
+    the index entry are the command's own (workspace.start_practice); only the
+    first red-light run and its printout are skipped. `course practice` itself
+    runs as a learner runs it in test_chapters.py and test_cli_mini.py.
+    """
+    chapter = load_catalog(root).resolve(chapter_id)
+    start_practice(chapter, check_practice_target(directory, root), root)
+    return directory
 
 
 def mini(root: Path, *args: str, **kwargs: object) -> subprocess.CompletedProcess[str]:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import fcntl
 
-from conftest import REPO, mini
+from conftest import REPO, made_practice
 
 WRONG = "def add(a, b):\n    return a * b\n"
 RIGHT = "def add(a, b):\n    return a + b\n"
@@ -25,10 +25,8 @@ SMALL_ONLY = "def add(a, b):\n    return a + b if a < 5 else 0\n"
 
 
 def practice(root: Path, directory: Path) -> Path:
-    result = mini(root, "practice", "1", str(directory))
-    assert result.returncode == 1 or result.returncode == 0, result.stdout + result.stderr
-    assert (directory / "LEARNING.md").is_file(), result.stdout + result.stderr
-    return directory
+    """The fixture chapter's practice dir at DIRECTORY, as `course practice 1 DIRECTORY` makes it."""
+    return made_practice(root, "1", directory)
 
 
 def course_env(root: Path, **extra: str) -> dict[str, str]:

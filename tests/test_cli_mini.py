@@ -7,7 +7,7 @@ import json
 import time
 from pathlib import Path
 
-from conftest import mini, tree_hash
+from conftest import made_practice, mini, tree_hash
 
 CHAPTER = Path("checkpoints/01-adder")
 
@@ -89,7 +89,7 @@ def test_a_test_that_never_finishes_is_stopped_and_reported(mini_course: Path, t
     toml = mini_course / CHAPTER / "chapter.toml"
     toml.write_text(toml.read_text().replace('first_step = "Write add."', 'first_step = "Write add."\ntime_limit = 2'))
     directory = tmp_path / "p"
-    assert mini(mini_course, "practice", "1", str(directory)).returncode == 0
+    made_practice(mini_course, "1", directory)
     (directory / "tiny_pi/adder.py").write_text(
         "import trio\n\ndef add(a, b):\n    trio.run(trio.sleep_forever)\n"
     )
@@ -101,8 +101,7 @@ def test_a_test_that_never_finishes_is_stopped_and_reported(mini_course: Path, t
 
 
 def test_learner_sees_a_short_readable_failure(mini_course: Path, tmp_path: Path) -> None:
-    directory = tmp_path / "p"
-    mini(mini_course, "practice", "1", str(directory))
+    directory = made_practice(mini_course, "1", tmp_path / "p")
     result = mini(mini_course, "test", "1", str(directory))
     assert result.returncode == 1
     assert "could not import the tests in tests/test_01_adder.py" in result.stdout
@@ -126,8 +125,7 @@ def test_verify_json_reports_every_check_per_chapter(mini_course: Path) -> None:
 
 def test_one_run_sorts_tests_into_labs_like_k_does(mini_course: Path, tmp_path: Path) -> None:
     """`course test` runs the focused file once; each lab is judged on its own tests only."""
-    directory = tmp_path / "p"
-    mini(mini_course, "practice", "1", str(directory))
+    directory = made_practice(mini_course, "1", tmp_path / "p")
     (directory / "tiny_pi/adder.py").write_text("def add(a, b):\n    return 3\n")
     result = mini(mini_course, "test", "1", str(directory), "--json")
     document = json.loads(result.stdout)

@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 
 from conftest import mini, tree_hash
+from course.catalog import load_catalog
+from course.errors import ChapterError
 
 CHAPTER = Path("checkpoints/01-adder")
 TOML = CHAPTER / "chapter.toml"
@@ -61,10 +63,24 @@ HOSTILE_VALUES = [
 
 
 @pytest.mark.parametrize("old,new,key,says", HOSTILE_VALUES, ids=[f"{v[2]}={v[1].split('=')[-1][:20]}" for v in HOSTILE_VALUES])
-def test_valid_toml_with_hostile_values_is_one_paragraph(mini_course: Path, old: str, new: str, key: str, says: str) -> None:
+def test_valid_toml_with_hostile_values_is_refused_naming_file_and_key(
+    mini_course: Path, old: str, new: str, key: str, says: str
+) -> None:
     """NaN or a negative time limit used to end `course checkpoint` in a trio traceback; an
     absolute teaching file made `course diff` show /etc/passwd; an option as a test file reached
-    pytest's command line."""
+    pytest's command line. Every command loads the catalog first, so refusing there refuses
+    everywhere; the next test shows how the refusal reaches the learner."""
+    path = edit_toml(mini_course, old, new)
+    with pytest.raises(ChapterError) as caught:
+        load_catalog(mini_course)
+    message = str(caught.value)
+    assert "\n" not in message, message
+    for fragment in (str(path), f"key '{key}'", says):
+        assert fragment in message, message
+
+
+def test_a_hostile_value_reaches_the_learner_as_one_paragraph(mini_course: Path) -> None:
+    old, new, key, says = HOSTILE_VALUES[0]
     path = edit_toml(mini_course, old, new)
     one_paragraph(mini(mini_course, "checkpoint", "1"), str(path), f"key '{key}'", says)
 

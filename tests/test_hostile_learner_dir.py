@@ -19,7 +19,7 @@ from pathlib import Path
 import git
 import pytest
 
-from conftest import FIXTURES, REPO, mini, tree_hash
+from conftest import FIXTURES, REPO, made_practice, mini, tree_hash
 
 RIGHT = (FIXTURES / "mini-course/checkpoints/01-adder/target/tiny_pi/adder.py").read_text()
 WRONG = "def add(a, b):\n    return a - b\n"
@@ -28,9 +28,7 @@ WRONG = "def add(a, b):\n    return a - b\n"
 @pytest.fixture
 def work(mini_course: Path, tmp_path: Path) -> Path:
     directory = tmp_path / "work"
-    made = mini(mini_course, "practice", "1", str(directory))
-    assert made.returncode == 0, made.stdout + made.stderr
-    return directory
+    return made_practice(mini_course, "1", directory)
 
 
 @pytest.fixture

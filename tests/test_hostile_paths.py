@@ -18,7 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CHECKPOINTS, REPO, course, mini, tree_hash
+from conftest import CHECKPOINTS, REPO, course, tree_hash
+from course.errors import UsageError
+from course.workspace import check_practice_target
 
 REAL_CHAPTER = CHECKPOINTS / "03-message-ir"
 
@@ -65,11 +67,30 @@ REFUSED = [
 ]
 
 
-@pytest.mark.parametrize("typed,cwd,says", REFUSED, ids=[f"{t or 'empty-string'}@{c}" for t, c, _ in REFUSED])
-def test_dangerous_dirs_are_refused_and_nothing_is_made(world: dict[str, Path], typed: str, cwd: str, says: str) -> None:
+def typed_and_cwd(world: dict[str, Path], typed: str, cwd: str) -> tuple[str, Path]:
     root, tmp = world["root"], world["tmp"]
     directory = typed.format(root=root, tmp=tmp, repo=world["repo"])
     where = tmp if cwd == "tmp" else world["empty"] if cwd == "empty" else root / cwd.removeprefix("root").lstrip("/")
+    return directory, where
+
+
+@pytest.mark.parametrize("typed,cwd,says", REFUSED, ids=[f"{t or 'empty-string'}@{c}" for t, c, _ in REFUSED])
+def test_dangerous_dirs_are_refused(
+    world: dict[str, Path], typed: str, cwd: str, says: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check `course practice` makes before it writes anything, asked in-process as the command asks it."""
+    directory, where = typed_and_cwd(world, typed, cwd)
+    monkeypatch.chdir(where)
+    monkeypatch.setenv("HOME", str(world["home"]))
+    with pytest.raises(UsageError) as caught:
+        check_practice_target(Path(directory), world["root"])
+    assert says in str(caught.value)
+
+
+@pytest.mark.parametrize("typed,cwd,says", [REFUSED[0], REFUSED[9], REFUSED[-1]], ids=["parent", "linked", "empty-string"])
+def test_a_refused_dir_is_one_line_and_nothing_is_made(world: dict[str, Path], typed: str, cwd: str, says: str) -> None:
+    root, tmp = world["root"], world["tmp"]
+    directory, where = typed_and_cwd(world, typed, cwd)
     before = {name: tree_hash(path) for name, path in (("checkpoints", root / "checkpoints"), ("tmp", tmp))}
     result = course("practice", "1", directory, cwd=where, env={"COURSE_ROOT": str(root), "HOME": str(world["home"])})
     assert result.returncode == 2, result.stdout + result.stderr

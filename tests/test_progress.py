@@ -6,7 +6,7 @@ import json
 import re
 from pathlib import Path
 
-from conftest import mini, tree_hash
+from conftest import made_practice, mini, tree_hash
 from loop_helpers import RIGHT, SMALL_ONLY
 
 
@@ -45,7 +45,7 @@ def test_progress_follows_the_practice_dir_and_its_last_test(mini_course: Path) 
 
 
 def test_a_damaged_last_test_file_reads_as_no_result(mini_course: Path) -> None:
-    assert mini(mini_course, "practice", "1").returncode == 0
+    made_practice(mini_course, "1", mini_course / "practice/01-adder")
     state = mini_course / "practice/01-adder/.course"
     state.mkdir(exist_ok=True)
     (state / "last-test.json").write_text('{"chapter": 3, "checks": "nope"')
@@ -55,7 +55,7 @@ def test_a_damaged_last_test_file_reads_as_no_result(mini_course: Path) -> None:
 
 def test_status_reads_a_practice_dir_outside_the_default_place(mini_course: Path, tmp_path: Path) -> None:
     learner = tmp_path / "elsewhere"
-    assert mini(mini_course, "practice", "1", str(learner)).returncode == 0
+    made_practice(mini_course, "1", learner)
     (learner / "tiny_pi/adder.py").write_text(RIGHT)
     assert mini(mini_course, "test", "1", str(learner)).returncode == 0
     named = mini(mini_course, "status", str(learner))
