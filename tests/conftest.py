@@ -1,13 +1,20 @@
-"""Shared helpers: run the real `course` command in a subprocess, and copies of fixture courses.
+"""Shared helpers: run the `course` command, and copies of fixture courses.
 
-The CLI is exercised as a learner runs it (a fresh interpreter, real exit
-codes, real stdout/stderr), never through click's in-process test runner.
+Two ways to run a command. `course()` runs it as a learner does: a fresh
+interpreter, real exit codes, real stdout/stderr, the run host started
+first. That is the end-to-end layer, and every command that runs tests
+goes through it. `course_here()` calls the same entry point (`course.cli.main`)
+inside the test process, with its own argv, cwd, environment, stdin and
+captured output: for the many tests about what a command that runs no tests
+decides and prints, at a hundredth of a fresh interpreter's cost.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import hashlib
+import io
 import os
 import shutil
 import signal
@@ -101,6 +108,35 @@ def mini_course(tmp_path: Path) -> Path:
     return root
 
 
+def course_here(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
+                input: str = "") -> subprocess.CompletedProcess[str]:
+    """`course ARGS` in this process, answered as `course()` answers: exit code, stdout, stderr.
+
+    Only for commands that run no tests; an unexpected exception escapes
+    (and fails the test) where the real command would print a traceback.
+    """
+    from course.cli import main
+    from course.launch import runs_tests
+
+    assert not runs_tests(list(args)), f"`course {' '.join(args)}` runs tests: use course()"
+    stdout, stderr = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("COURSE_ROOT", raising=False)
+        for name, value in (env or {}).items():
+            patch.setenv(name, value)
+        patch.chdir(cwd or REPO)
+        patch.setattr(sys, "argv", ["course", *args])
+        patch.setattr(sys, "stdin", io.StringIO(input))
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            try:
+                main()
+                code: object = 0
+            except SystemExit as ending:
+                code = ending.code
+    returncode = code if isinstance(code, int) else (0 if code is None else 1)
+    return subprocess.CompletedProcess(["course", *args], returncode, stdout.getvalue(), stderr.getvalue())
+
+
 def made_practice(root: Path, chapter_id: str, directory: Path) -> Path:
     """DIRECTORY as `course practice CHAPTER DIRECTORY` leaves it, made in-process.
 
@@ -117,3 +153,8 @@ def made_practice(root: Path, chapter_id: str, directory: Path) -> Path:
 def mini(root: Path, *args: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
     """`course ARGS` against a fixture course."""
     return course(*args, env={"COURSE_ROOT": str(root)}, **kwargs)  # type: ignore[arg-type]
+
+
+def mini_here(root: Path, *args: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
+    """`course ARGS` against a fixture course, in this process (see course_here)."""
+    return course_here(*args, env={"COURSE_ROOT": str(root)}, **kwargs)  # type: ignore[arg-type]

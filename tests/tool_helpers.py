@@ -16,16 +16,24 @@ from pathlib import Path
 import git
 import pytest
 
-from conftest import CHECKPOINTS, FIXTURES, REPO
+from conftest import CHECKPOINTS, FIXTURES, REPO, course_here
 from course.catalog import Catalog, load_catalog
 from course.errors import CourseError
+from course.launch import runs_tests
 from course.workspace import IGNORED_NAMES
 
 CHAIN_COURSE = FIXTURES / "chain-course"
 
 
 def tool(name: str, *args: str, root: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """`course dev NAME ARGS` as an author runs it, pointed at the course copy `root`."""
+    """`course dev NAME ARGS` pointed at the course copy `root`.
+
+    A tool that runs tests runs as an author runs it; the others (they read and
+    write files and call git) run in this process: test_dev_group.py runs each
+    one as a command, from outside the checkout too.
+    """
+    if not runs_tests(["dev", name, *args]):
+        return course_here("dev", name, *args, env={"COURSE_ROOT": str(root)})
     env = dict(os.environ)
     env["COURSE_ROOT"] = str(root)
     return subprocess.run(
