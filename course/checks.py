@@ -16,8 +16,6 @@ from typing import Any, Awaitable, Callable, Sequence
 
 import attrs
 import trio
-import attrs
-from attrs import field, frozen
 
 from course.cards import (
     CHAPTERS_BEGIN,
@@ -32,6 +30,7 @@ from course.cards import (
     render_redlight_note,
 )
 from course import verify_cache
+from course.checklist import ChapterTime, Check
 from course.catalog import Catalog, Chapter, Lab
 from course.errors import ChapterError
 from course.lineage import lineage_problems
@@ -43,52 +42,11 @@ from course.verdict_copy import differing_files, verdict_copy
 from course.workspace import apply_patch, scratch_copy
 
 
-# What a check is about; a lab check also names its lab in `Check.lab`.
-KINDS = (
-    "first-red-light", "lab", "focused", "earlier", "redlight", "lineage", "card", "readme",
-    "copy-share", "messages", "hint-rungs", "lesson-length", "note",
-)
-
-
-@frozen
-class Check:
-    """One line of a checklist: what was promised, what happened.
-
-    `kind` and `lab` are data, so nothing has to parse them back out of `name`,
-    which is for people.
-    """
-
-    chapter: str
-    kind: str = field(validator=attrs.validators.in_(KINDS))
-    name: str
-    ok: bool
-    expected: str
-    actual: str
-    detail: str = ""
-    duration: float = 0.0
-    run: RunResult | None = field(default=None, eq=False, repr=False)
-    lab: str | None = None
-
-    def __attrs_post_init__(self) -> None:
-        if (self.kind == "lab") != (self.lab is not None):
-            raise ValueError(f"a check of kind {self.kind!r} {'needs' if self.kind == 'lab' else 'has no'} lab id")
-
-    def to_json(self) -> dict[str, object]:
-        data: dict[str, object] = {
-            "chapter": self.chapter,
-            "kind": self.kind,
-            "lab": self.lab,
-            "name": self.name,
-            "ok": self.ok,
-            "expected": self.expected,
-            "actual": self.actual,
-            "duration": round(self.duration, 3),
-        }
-        if self.detail:
-            data["detail"] = self.detail
-        if self.run is not None:
-            data["run"] = self.run.to_json()
-        return data
+async def first_run(chapter: Chapter, directory: Path) -> RunResult:
+    """`course practice`'s run of the focused tests in a fresh practice dir: its first red light."""
+    async with RunPool(chapter.warm_imports) as pool:
+        with verdict_copy(chapter, directory) as copy:
+            return await pool.run(run_spec(chapter, copy, chapter.focused_tests))
 
 
 def excerpt(output: str, lines: int = 25) -> str:
@@ -395,15 +353,6 @@ def depth_checks(chapter: Chapter) -> list[Check]:
         )
     )
     return checks
-
-
-@frozen
-class ChapterTime:
-    """How long a chapter's story took in `verify`, or that its stored verdict was reused."""
-
-    chapter: str
-    seconds: float
-    cached: bool
 
 
 def _check_from_json(data: dict[str, Any]) -> Check:

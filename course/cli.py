@@ -13,15 +13,15 @@ import shlex
 import sys
 import time
 from pathlib import Path
+from typing import Any, Awaitable, Callable, TypeVar
 
 import click
-import trio
 
 from course import output
 from course.catalog import Chapter
 from course.completion import complete_chapter, complete_dir, complete_lab
 from course.context import CourseContext, pass_context
-from course.checks import ChapterTime, check_practice, excerpt, prove_chapter, red_light_check, run_spec, verify
+from course.checklist import ChapterTime
 from course.errors import INTERRUPTED, CourseError, caused_by_interrupt
 from course.locate import beside, path_problem, suggest
 from course.requirements import require_dependencies
@@ -29,10 +29,10 @@ from course.nextstep import next_step
 from course.progress import read_last_test, save_result
 from course.redlights import record as record_redlights
 from course.render import show_lesson
-from course.runner import RunPool, RunResult
-from course.verdict_copy import verdict_copy
 from course.status import NOT_TESTED, course_status
 from course.workspace import check_practice_target, require_git, start_practice
+
+T = TypeVar("T")
 
 # The order a learner meets the commands in; the author's come last.
 ORDER = ("practice", "test", "watch", "hint", "diff", "redlight", "reset", "status", "list", "show",
@@ -155,6 +155,7 @@ def show(ctx: CourseContext, chapter_id: str | None, pager: bool | None, answers
 @pass_context
 def checkpoint(ctx: CourseContext, chapter_id: str, as_json: bool) -> None:
     """Locate a chapter's parent and target and prove its story holds (for authors)."""
+    from course import checks as proofs
     chapter = ctx.chapter(chapter_id)
     require_git()  # the red-light exercises are git patches
     require_dependencies(ctx.root)
@@ -164,7 +165,7 @@ def checkpoint(ctx: CourseContext, chapter_id: str, as_json: bool) -> None:
         output.say("\nProving the story, each check in its own throw-away copy:")
     started = time.monotonic()
     with output.progress(f"Proving chapter {chapter.nn}", enabled=not as_json):
-        checks = trio.run(prove_chapter, ctx.catalog, chapter)
+        checks = _run(proofs.prove_chapter, ctx.catalog, chapter)
     duration = time.monotonic() - started
     if as_json:
         output.emit_json(output.report("checkpoint", checks, duration, chapter=chapter.name))
@@ -181,6 +182,7 @@ def checkpoint(ctx: CourseContext, chapter_id: str, as_json: bool) -> None:
 @pass_context
 def verify_command(ctx: CourseContext, chapter_ids: tuple[str, ...], fresh: bool, as_json: bool) -> None:
     """Prove every chapter (or the given ones) plus lineage and lesson cards (for authors)."""
+    from course import checks as proofs
     catalog = ctx.catalog
     resolved = [catalog.resolve(c) for c in chapter_ids] if chapter_ids else list(catalog.chapters)
     chapters = list({chapter.name: chapter for chapter in resolved}.values())  # `verify 2 02` proves 02 once
@@ -189,7 +191,7 @@ def verify_command(ctx: CourseContext, chapter_ids: tuple[str, ...], fresh: bool
     started = time.monotonic()
     times: list[ChapterTime] = []
     with output.progress(f"Proving {len(chapters)} chapter(s)", enabled=not as_json):
-        checks = trio.run(verify, catalog, chapters, fresh, times)
+        checks = _run(proofs.verify, catalog, chapters, fresh, times)
     duration = time.monotonic() - started
     if as_json:
         output.emit_json(
@@ -212,6 +214,7 @@ def verify_command(ctx: CourseContext, chapter_ids: tuple[str, ...], fresh: bool
 @pass_context
 def practice(ctx: CourseContext, chapter_id: str, directory: str | None, nested: bool) -> None:
     """Copy a chapter's starting point into DIR (a git repo of its own) and show its first red light."""
+    from course import checks as proofs
     chapter = ctx.chapter(chapter_id)
     require_git()
     require_dependencies(ctx.root)
@@ -220,13 +223,13 @@ def practice(ctx: CourseContext, chapter_id: str, directory: str | None, nested:
     output.say(f"Made {output.display_path(target)}")
     output.say("  LEARNING.md holds the checkpoint card; `git diff` there shows your own work.")
     with output.progress(f"Running chapter {chapter.nn}'s focused tests", limit=chapter.time_limit):
-        run = trio.run(_first_run, chapter, target)
+        run = _run(proofs.first_run, chapter, target)
     red = chapter.first_red_light
     if chapter.mode == "observe":
         shown = run.outcome == "passed"
         output.say(f"\nFocused tests: {run.summary()} (observe mode: the target is complete).")
     else:
-        shown = red_light_check(chapter, run).ok
+        shown = proofs.red_light_check(chapter, run).ok
         output.say(f"\nFirst red light: {run.summary()}")
         for fragment in red.fragments:
             mark = "seen" if fragment in run.output else "MISSING"
@@ -238,14 +241,8 @@ def practice(ctx: CourseContext, chapter_id: str, directory: str | None, nested:
         output.say(f"Then: cd {shlex.quote(output.display_path(target))} && {suggest('test', chapter.nn)}")
     else:
         output.say("This is NOT the documented starting point:", fg="red")
-        click.echo(excerpt(run.output))
+        click.echo(proofs.excerpt(run.output))
     sys.exit(0 if shown else 1)
-
-
-async def _first_run(chapter: Chapter, directory: Path) -> RunResult:
-    async with RunPool(chapter.warm_imports) as pool:
-        with verdict_copy(chapter, directory) as copy:
-            return await pool.run(run_spec(chapter, copy, chapter.focused_tests))
 
 
 @cli.command("test")
@@ -264,6 +261,7 @@ def test_command(ctx: CourseContext, chapter_id: str | None, directory: str | No
 
     Inside a practice dir, CHAPTER_ID and DIR can be left out.
     """
+    from course import checks as proofs
     place = ctx.locate("test", chapter_id, directory, lab_id)
     chapter = place.chapter
     lab = chapter.lab(lab_id) if lab_id else None
@@ -273,7 +271,7 @@ def test_command(ctx: CourseContext, chapter_id: str | None, directory: str | No
     started = time.monotonic()
     with output.progress(f"Running {f'lab {lab.id}' if lab else 'the focused tests'}", enabled=not as_json,
                          limit=timeout or chapter.time_limit):
-        checks = trio.run(check_practice, chapter, place.directory, lab, None, timeout)
+        checks = _run(proofs.check_practice, chapter, place.directory, lab, None, timeout)
     duration = time.monotonic() - started
     before = read_last_test(place.directory)
     last = save_result(place.directory, chapter, lab, checks)
@@ -295,6 +293,14 @@ def test_command(ctx: CourseContext, chapter_id: str | None, directory: str | No
         for line in output.result_lines(chapter, lab, checks, duration, update, step, verbose, by_lab, hint):
             output.say(line)
     sys.exit(0 if all(check.ok for check in checks) else 1)
+
+
+def _run(function: Callable[..., Awaitable[T]], *args: Any) -> T:
+    """trio.run, imported only here: the commands that run tests need trio and the runner
+    (`course.checks`, imported inside each of them); every other command starts faster without."""
+    import trio
+
+    return trio.run(function, *args)
 
 
 def _following(ctx: CourseContext, chapter: Chapter) -> Chapter | None:

@@ -18,7 +18,7 @@ from attrs import frozen
 
 from course.catalog import Chapter, Lab
 from course.hints import lab_files
-from course.runner import CRASHED, FAILED, TIMEOUT, RunResult, TestCase
+from course.results import CRASHED, FAILED, TIMEOUT, RunResult, TestCase
 
 _PYTEST_PLACE = re.compile(r"^(?P<file>[^\s:][^:]*\.py):(?P<line>\d+):(?: (?P<error>.*))?$")
 _PYTHON_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<function>.+)$')

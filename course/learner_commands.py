@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 
 import click
-import trio
 
 from course import hints as hint_ladder
 from course import output
@@ -29,11 +28,13 @@ from course.progress import read_last_test
 from course.render import colour_setting
 from course.status import course_status, first_open_lab
 from course.verdict_copy import differing_files
-from course.watch import DEFAULT_DEBOUNCE_MS, WatchSession, choose_mode
 from course.workspace import require_git
 
 CHAPTER = dict(required=False, shell_complete=complete_chapter)
 DIRECTORY = dict(required=False, shell_complete=complete_dir)
+# Quiet time after a save before `course watch` runs the tests: long enough for an editor's
+# write-rename-chmod burst, short enough to feel immediate.
+DEBOUNCE_MS = 200
 
 
 # watch ----------------------------------------------------------------------------
@@ -52,7 +53,7 @@ DIRECTORY = dict(required=False, shell_complete=complete_dir)
 @click.option(
     "--debounce",
     type=click.IntRange(10, 10_000),
-    default=DEFAULT_DEBOUNCE_MS,
+    default=DEBOUNCE_MS,
     show_default=True,
     help="Quiet time in ms after a save before the tests run.",
 )
@@ -67,6 +68,10 @@ def watch_command(
     debounce: int,
 ) -> None:
     """Re-run a chapter's focused tests (or one lab) whenever a file in your practice dir is saved."""
+    import trio  # here, not at the top: the commands that run no tests start faster without it
+
+    from course.watch import WatchSession, choose_mode
+
     place = ctx.locate("watch", chapter_id, directory, lab_id)
     chapter = place.chapter
     lab = chapter.lab(lab_id) if lab_id else None

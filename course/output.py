@@ -18,7 +18,7 @@ from typing import Iterable, Iterator, Sequence
 import click
 
 from course.catalog import Chapter, Lab
-from course.checks import Check
+from course.checklist import Check
 from course.failures import digest as failure_digest
 from course.failures import first_failure, tests_by_lab
 from course.locate import shown

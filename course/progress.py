@@ -19,7 +19,7 @@ from typing import Any, Sequence
 from attrs import field, frozen
 
 from course.catalog import Chapter, Lab
-from course.checks import Check
+from course.checklist import Check
 
 STATE_DIR = ".course"
 LAST_TEST = "last-test.json"

@@ -23,7 +23,7 @@ from attrs import frozen
 from course.catalog import Chapter, RedLight
 from course.errors import CourseError, UsageError
 from course.progress import read_state, write_state
-from course.runner import FAILED, RunResult
+from course.results import FAILED, RunResult
 
 STATE_FILE = "redlights.json"
 SEEN = "seen"

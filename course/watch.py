@@ -36,7 +36,8 @@ import trio
 from attrs import frozen
 
 from course.catalog import Chapter, Lab
-from course.checks import Check, check_practice
+from course.checklist import Check
+from course.checks import check_practice
 from course.runner import RunPool
 from course.errors import CourseError, UsageError
 from course.nextstep import next_step
@@ -45,7 +46,6 @@ from course.progress import read_last_test, save_result
 from course.redlights import Update
 from course.redlights import record as record_redlights
 
-DEFAULT_DEBOUNCE_MS = 200
 POLL_INTERVAL_MS = 300
 # How often the watcher thread comes back to trio with nothing: bounds the time
 # Ctrl-C or SIGTERM waits, and the time before "watching" can be announced.
@@ -219,7 +219,7 @@ async def watch_saves(
     handle: Handler,
     notify: Callable[[str], None],
     *,
-    debounce_ms: int = DEFAULT_DEBOUNCE_MS,
+    debounce_ms: int,
     poll_ms: int = POLL_INTERVAL_MS,
     source: Source | None = None,
 ) -> WatchMode:
@@ -318,7 +318,7 @@ class WatchSession:
         once: bool,
         echo: Callable[[str], None],
         clear: Callable[[], None] | None = None,
-        debounce_ms: int = DEFAULT_DEBOUNCE_MS,
+        debounce_ms: int,
         poll_ms: int = POLL_INTERVAL_MS,
         source: Source | None = None,
         dir_words: tuple[str, ...] = (),

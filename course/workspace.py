@@ -17,8 +17,6 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator
 
-import trio
-
 if TYPE_CHECKING:
     import git
 
@@ -59,6 +57,8 @@ def scratch_copy(source: Path, label: str) -> Iterator[Path]:
 
 async def apply_patch(copy: Path, patch: Path) -> None:
     """Apply a red-light patch to a copy of target, or say why it does not apply."""
+    import trio  # here: only the checks that run tests call this, and the other commands start without trio
+
     result = await trio.run_process(
         ["git", "apply", "--whitespace=nowarn", str(patch.resolve())],
         cwd=str(copy),

@@ -25,6 +25,16 @@ def test_every_command_that_prestarts_a_host_exists() -> None:
     assert RUNS_TESTS <= set(cli.commands), RUNS_TESTS - set(cli.commands)
 
 
+def test_a_command_that_runs_no_tests_starts_without_trio_or_the_runner() -> None:
+    """`course hint`, `status`, `list`... import the CLI only; trio and the run machinery
+    (about half of the import time) load inside the commands that run tests."""
+    probe = ("import sys, course.cli; "
+             "print(sorted(m for m in ('trio', 'course.checks', 'course.runs', 'course.watch') if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
+
 def test_the_first_pool_adopts_the_prestarted_host(tmp_path: Path) -> None:
     """A host started before the CLI imported anything serves the command's first run."""
     (tmp_path / "tests").mkdir()

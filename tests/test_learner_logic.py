@@ -9,7 +9,7 @@ import pytest
 
 from conftest import FIXTURES, REPO
 from course.catalog import load_catalog
-from course.checks import Check
+from course.checklist import Check
 from course.failures import digest, error_lines, frames, readable_message
 from course.failures import tests_by_lab as lab_groups  # not named test_*: pytest would collect it
 from course.errors import UsageError

@@ -117,7 +117,8 @@ def test_a_native_watcher_that_cannot_start_falls_back_to_polling(tmp_path: Path
         return changed is None
 
     async def main() -> WatchMode:
-        return await watch_saves(tmp_path, WatchMode(False, "native"), handle, notes.append, source=source)
+        return await watch_saves(tmp_path, WatchMode(False, "native"), handle, notes.append, source=source,
+                                 debounce_ms=50)
 
     mode = trio.run(main)
     assert calls == [False, True]
@@ -137,7 +138,7 @@ def test_a_watcher_that_breaks_later_is_a_clear_error_not_a_traceback(mini_cours
 
         return generate()
 
-    session = WatchSession(chapter, None, tmp_path, once=True, echo=lines.append, source=source)
+    session = WatchSession(chapter, None, tmp_path, once=True, echo=lines.append, source=source, debounce_ms=50)
     with pytest.raises(UsageError, match="stopped: .*No such file or directory"):
         trio.run(session.run, WatchMode(False, "native"))
     assert lines and lines[0].startswith("Watching")

@@ -151,8 +151,23 @@ def cli_rows(root: Path, catalog: Catalog, runs: int, scratch: Path) -> list[Row
                         "ratio <= 1.0", test / lean <= 1.0))
         rows.append(Row(f"course test {chapter.nn} DIR, no early host", fresh, "lean plain run in DIR", lean,
                         "(for comparison)", True))
+    rows += startup_rows(root, catalog, runs, scratch)
     rows += verify_rows(root, catalog, runs, scratch)
     return rows
+
+
+def startup_rows(root: Path, catalog: Catalog, runs: int, scratch: Path) -> list[Row]:
+    """Commands that run no tests pay only for starting `course`: set beside a bare interpreter."""
+    chapter = catalog.chapters[-1]
+    directory = green_practice_dir(root, chapter, scratch)
+    bare, listing, hint = median_times(
+        [lambda: _run([sys.executable, "-c", "pass"], root),
+         lambda: _run(course_command("list"), root),
+         lambda: _run(course_command("hint", chapter.nn, str(directory)), root)],
+        runs,
+    )
+    return [Row("course list", listing, "bare interpreter", bare, "(for comparison)", True),
+            Row(f"course hint {chapter.nn} DIR", hint, "bare interpreter", bare, "(for comparison)", True)]
 
 
 def verify_rows(root: Path, catalog: Catalog, runs: int, scratch: Path) -> list[Row]:
