@@ -1,7 +1,8 @@
-"""The two kinds of trouble the CLI reports without a traceback.
+"""The endings the CLI reports in one line instead of a traceback.
 
 `UsageError` is the user's input (exit 2, with the valid choices);
-`ChapterError` is a damaged course file (exit 2, naming the file and key).
+`ChapterError` is a damaged course file (exit 2, naming the file and key);
+a Ctrl-C, however Python wrapped it, is INTERRUPTED (exit 130).
 """
 
 from __future__ import annotations
