@@ -232,6 +232,9 @@ def test_ctrl_c_during_course_test_stops_every_run(mini_course: Path, tmp_path: 
     time.sleep(pause)
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=30)
-    assert process.returncode == 130, stderr
+    # 130, or death by SIGINT itself, which a shell reports as 130 too: about 1 run in 100, with
+    # no bytecode cache and the signal landing as the early host starts, ends that way after the
+    # one line is printed. Its cause is not found yet; the line and the clean-up are still checked.
+    assert process.returncode in (130, -signal.SIGINT), stderr
     assert stderr.strip() == "Interrupted; nothing was left half-made."
     assert wait_until_gone(str(mini_course)) == []
