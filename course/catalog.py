@@ -237,6 +237,11 @@ class Catalog:
         earlier = self.earlier(chapter)
         return earlier[-1] if earlier else None
 
+    def following(self, chapter: Chapter) -> Chapter | None:
+        """The chapter after this one, the one a learner goes on to (None after the last)."""
+        later = [c for c in self.chapters if c.number > chapter.number]
+        return later[0] if later else None
+
 
 # Loading -------------------------------------------------------------------
 # The keys, their types, defaults and single-value checks are the records' own

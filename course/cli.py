@@ -18,7 +18,6 @@ from typing import Any, Awaitable, Callable, TypeVar
 import click
 
 from course import output
-from course.catalog import Chapter
 from course.completion import complete_chapter, complete_dir, complete_lab
 from course.context import CourseContext, pass_context
 from course.checklist import ChapterTime
@@ -279,7 +278,7 @@ def test_command(ctx: CourseContext, chapter_id: str | None, directory: str | No
     was_green = before is not None and before.chapter == chapter.name and before.ok and before.lab is None
     update = record_redlights(place.directory, chapter, run, last.ok, lab is None, was_green)
     ctx.remember(place)
-    following = _following(ctx, chapter)
+    following = ctx.catalog.following(chapter)
     following_words = beside(place.directory, following, ctx.practice_home) if following is not None else []
     step = next_step(chapter, last, update.state, place.dir_words(), following, "test", following_words)
     if as_json:
@@ -301,11 +300,6 @@ def _run(function: Callable[..., Awaitable[T]], *args: Any) -> T:
     import trio
 
     return trio.run(function, *args)
-
-
-def _following(ctx: CourseContext, chapter: Chapter) -> Chapter | None:
-    later = [c for c in ctx.catalog.chapters if c.number > chapter.number]
-    return later[0] if later else None
 
 
 def main() -> None:

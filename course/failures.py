@@ -171,7 +171,7 @@ def digest(run: RunResult, chapter: Chapter, max_lines: int = 14) -> list[str]:
         return [line for line in run.output.strip().splitlines()[-5:]]
     found = frames(case.details)
     if case.name:
-        lines = [f"first failure: {case.file}::{case.name.replace('.', '::')}"]
+        lines = [f"first failure: {case.node_id}"]
         in_test = [f for f in found if f.file == case.file]
         if in_test:
             lines.append(in_test[-1].place)
@@ -188,8 +188,7 @@ def digest(run: RunResult, chapter: Chapter, max_lines: int = 14) -> list[str]:
     if hint:
         lines.append(hint)
     elif case.name:
-        node = f"{case.file}::{case.name.replace('.', '::')}"
-        lab = next((lab for lab in chapter.labs if lab.selects(node)), None)
+        lab = next((lab for lab in chapter.labs if lab.selects(case.node_id)), None)
         lines += fix_pointer(chapter, found, lab)
     return [_clip(line) for line in lines]
 
@@ -232,8 +231,7 @@ def tests_by_lab(run: RunResult, chapter: Chapter, only: Lab | None = None) -> l
     for lab in chapter.labs if only is None else [only]:
         rows = []
         for index, case in enumerate(run.tests):
-            node = f"{case.file}::{case.name.replace('.', '::')}"
-            if case.name and lab.selects(node):
+            if case.name and lab.selects(case.node_id):
                 rows.append((case.name.rpartition(".")[2], case.outcome))
                 placed.add(index)
         groups.append((f"lab {lab.id} {lab.title}", rows))

@@ -78,8 +78,7 @@ def watch_command(
     mode = choose_mode(place.directory, poll)
     clear = click.clear if sys.stdout.isatty() else None
     ctx.remember(place)
-    later = [c for c in ctx.catalog.chapters if c.number > chapter.number]
-    following = later[0] if later else None
+    following = ctx.catalog.following(chapter)
     session = WatchSession(
         chapter,
         lab,

@@ -19,6 +19,13 @@ def test_real_catalog_loads_with_chapters_in_order() -> None:
     assert numbers == list(range(len(numbers)))  # from the prologue, 00, with no gap
 
 
+def test_previous_and_following_walk_the_chapters_in_order() -> None:
+    catalog = load_catalog(REPO)
+    first, second, *_, last = catalog.chapters
+    assert catalog.following(first) is second and catalog.previous(second) is first
+    assert catalog.previous(first) is None and catalog.following(last) is None
+
+
 @pytest.mark.parametrize("spelling", ["1", "01", "adder", "01-adder", " 01-ADDER "])
 def test_every_spelling_of_a_chapter_id_resolves(mini_course: Path, spelling: str) -> None:
     assert load_catalog(mini_course).resolve(spelling).name == "01-adder"
