@@ -87,7 +87,7 @@ def prestart() -> Spawned | None:
         _early = spawn()
     except OSError:
         return None  # the pool will start its own
-    atexit.register(_kill_unadopted)
+    atexit.register(discard)
     return _early
 
 
@@ -106,7 +106,12 @@ def take(env: Mapping[str, str]) -> Spawned | None:
     return spawned
 
 
-def _kill_unadopted() -> None:
+def discard() -> None:
+    """End a prestarted host that no pool adopted (the command stopped before running tests).
+
+    A command's process does this as it exits; a caller that runs commands
+    in a longer-lived process (the course's own test suite) calls it after each.
+    """
     global _early
     spawned, _early = _early, None
     if spawned is not None:

@@ -1,12 +1,14 @@
 """Shared helpers: run the `course` command, and copies of fixture courses.
 
-Two ways to run a command. `course()` runs it as a learner does: a fresh
-interpreter, real exit codes, real stdout/stderr, the run host started
-first. That is the end-to-end layer, and every command that runs tests
-goes through it. `course_here()` calls the same entry point (`course.cli.main`)
-inside the test process, with its own argv, cwd, environment, stdin and
-captured output: for the many tests about what a command that runs no tests
-decides and prints, at a hundredth of a fresh interpreter's cost.
+Two ways to run a command. `course()` calls the entry point `python -m course`
+calls (course.launch.main) inside the test process, with its own argv, cwd,
+environment, stdin and captured output; a command that runs tests still starts
+a run host and runs every test in that host's forked children. It is what most
+tests use: it decides and prints what the command does, without paying for a
+fresh interpreter each time. `course_process()` runs `python -m course` as a
+learner does: the end-to-end layer, for what only a process shows (start-up,
+exit statuses and signals, a terminal, an installed copy), and every command
+at least once.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Mapping
 
 import pytest
 
@@ -84,9 +87,49 @@ def fresh_verify_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: py
     return directory
 
 
-def course(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
-           timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    """Run `python -m course ARGS` as a user would and capture everything."""
+def course(*args: str, cwd: Path | None = None, env: Mapping[str, str | None] | None = None,
+           input: str = "") -> subprocess.CompletedProcess[str]:
+    """`course ARGS` in this process, answered as a process answers: exit code, stdout, stderr.
+
+    The entry point is the one `python -m course` calls (course.launch.main),
+    so a command that runs tests starts its run host first, as a learner's
+    does, and its runs happen in that host's forked children, never here.
+    An unexpected exception escapes (and fails the test) where the real
+    command would print a traceback. A None in `env` unsets that variable.
+    """
+    from course import hosts
+    from course.launch import main
+
+    stdout, stderr = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("COURSE_ROOT", raising=False)
+        for name, value in (env or {}).items():
+            if value is None:
+                patch.delenv(name, raising=False)
+            else:
+                patch.setenv(name, value)
+        patch.chdir(cwd or REPO)
+        patch.setattr(sys, "argv", ["course", *args])
+        patch.setattr(sys, "stdin", io.StringIO(input))
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            try:
+                main()
+                code: object = 0
+            except SystemExit as ending:
+                code = ending.code
+            finally:
+                hosts.discard()
+    returncode = code if isinstance(code, int) else (0 if code is None else 1)
+    return subprocess.CompletedProcess(["course", *args], returncode, stdout.getvalue(), stderr.getvalue())
+
+
+def course_process(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
+                   timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    """`python -m course ARGS` in a fresh interpreter, exactly as a learner runs it.
+
+    The end-to-end layer: start-up, exit statuses, signals, what reaches a
+    real stdout. Everything else uses `course()`, which decides and prints the same.
+    """
     full_env = dict(os.environ)
     full_env.pop("COURSE_ROOT", None)
     full_env.update(env or {})
@@ -108,42 +151,13 @@ def mini_course(tmp_path: Path) -> Path:
     return root
 
 
-def course_here(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
-                input: str = "") -> subprocess.CompletedProcess[str]:
-    """`course ARGS` in this process, answered as `course()` answers: exit code, stdout, stderr.
-
-    Only for commands that run no tests; an unexpected exception escapes
-    (and fails the test) where the real command would print a traceback.
-    """
-    from course.cli import main
-    from course.launch import runs_tests
-
-    assert not runs_tests(list(args)), f"`course {' '.join(args)}` runs tests: use course()"
-    stdout, stderr = io.StringIO(), io.StringIO()
-    with pytest.MonkeyPatch.context() as patch:
-        patch.delenv("COURSE_ROOT", raising=False)
-        for name, value in (env or {}).items():
-            patch.setenv(name, value)
-        patch.chdir(cwd or REPO)
-        patch.setattr(sys, "argv", ["course", *args])
-        patch.setattr(sys, "stdin", io.StringIO(input))
-        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
-            try:
-                main()
-                code: object = 0
-            except SystemExit as ending:
-                code = ending.code
-    returncode = code if isinstance(code, int) else (0 if code is None else 1)
-    return subprocess.CompletedProcess(["course", *args], returncode, stdout.getvalue(), stderr.getvalue())
-
-
 def made_practice(root: Path, chapter_id: str, directory: Path) -> Path:
     """DIRECTORY as `course practice CHAPTER DIRECTORY` leaves it, made in-process.
 
     For tests about what a learner does next: the dir, its first commit and
     the index entry are the command's own (workspace.start_practice); only the
     first red-light run and its printout are skipped. `course practice` itself
-    runs as a learner runs it in test_chapters.py and test_cli_mini.py.
+    runs in test_chapters.py and test_cli_mini.py (there as a process, too).
     """
     chapter = load_catalog(root).resolve(chapter_id)
     start_practice(chapter, check_practice_target(directory, root), root)
@@ -151,10 +165,12 @@ def made_practice(root: Path, chapter_id: str, directory: Path) -> Path:
 
 
 def mini(root: Path, *args: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
-    """`course ARGS` against a fixture course."""
-    return course(*args, env={"COURSE_ROOT": str(root)}, **kwargs)  # type: ignore[arg-type]
+    """`course ARGS` against a fixture course, in this process (see course())."""
+    env = {"COURSE_ROOT": str(root), **kwargs.pop("env", {})}  # type: ignore[dict-item]
+    return course(*args, env=env, **kwargs)  # type: ignore[arg-type]
 
 
-def mini_here(root: Path, *args: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
-    """`course ARGS` against a fixture course, in this process (see course_here)."""
-    return course_here(*args, env={"COURSE_ROOT": str(root)}, **kwargs)  # type: ignore[arg-type]
+def mini_process(root: Path, *args: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
+    """`course ARGS` against a fixture course, in a fresh interpreter (see course_process())."""
+    env = {"COURSE_ROOT": str(root), **kwargs.pop("env", {})}  # type: ignore[dict-item]
+    return course_process(*args, env=env, **kwargs)  # type: ignore[arg-type]

@@ -7,13 +7,13 @@ import json
 import time
 from pathlib import Path
 
-from conftest import made_practice, mini, tree_hash
+from conftest import made_practice, mini, mini_process, tree_hash
 
 CHAPTER = Path("checkpoints/01-adder")
 
 
 def test_checkpoint_holds_and_prints_a_checklist(mini_course: Path) -> None:
-    result = mini(mini_course, "checkpoint", "01")
+    result = mini_process(mini_course, "checkpoint", "01")
     assert result.returncode == 0, result.stdout + result.stderr
     for line in ("parent shows the first red light", "lab 1.1 Small - 1/1 passed",
                  "lab 1.2 Both - 2/2 passed", "red-light 1.R1 Minus",
@@ -70,7 +70,7 @@ def test_unknown_chapter_and_lab_exit_2_with_the_choices(mini_course: Path, tmp_
         assert "Valid chapters: 01-adder" in result.stderr
         assert "Traceback" not in result.stderr
     assert not (tmp_path / "x").exists()
-    made = mini(mini_course, "practice", "1", str(tmp_path / "p"))
+    made = mini_process(mini_course, "practice", "1", str(tmp_path / "p"))
     assert made.returncode == 0
     result = mini(mini_course, "test", "1", str(tmp_path / "p"), "--lab", "9.9")
     assert result.returncode == 2
@@ -94,7 +94,7 @@ def test_a_test_that_never_finishes_is_stopped_and_reported(mini_course: Path, t
         "import trio\n\ndef add(a, b):\n    trio.run(trio.sleep_forever)\n"
     )
     started = time.monotonic()
-    result = mini(mini_course, "test", "1", str(directory), timeout=60)
+    result = mini(mini_course, "test", "1", str(directory))
     assert time.monotonic() - started < 20
     assert result.returncode == 1
     assert "the tests did not finish in 2 s - a stream that never ends?" in result.stdout
@@ -102,7 +102,7 @@ def test_a_test_that_never_finishes_is_stopped_and_reported(mini_course: Path, t
 
 def test_learner_sees_a_short_readable_failure(mini_course: Path, tmp_path: Path) -> None:
     directory = made_practice(mini_course, "1", tmp_path / "p")
-    result = mini(mini_course, "test", "1", str(directory))
+    result = mini_process(mini_course, "test", "1", str(directory))
     assert result.returncode == 1
     assert "could not import the tests in tests/test_01_adder.py" in result.stdout
     assert "hint: create tiny_pi/adder.py, a teaching file of this chapter" in result.stdout
@@ -115,7 +115,7 @@ def test_learner_sees_a_short_readable_failure(mini_course: Path, tmp_path: Path
 
 def test_verify_json_reports_every_check_per_chapter(mini_course: Path) -> None:
     before = tree_hash(mini_course / "checkpoints")
-    result = mini(mini_course, "verify", "--json")
+    result = mini_process(mini_course, "verify", "--json")
     document = json.loads(result.stdout)
     assert result.returncode == 0 and document["ok"] is True
     kinds = {check["kind"] for check in document["checks"]}

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from conftest import REPO, course, mini
+from conftest import REPO, course, course_process, mini
 from course.catalog import load_catalog
 from course.cli import cli
 from course.workspace import IGNORED_NAMES
@@ -57,10 +57,10 @@ def test_an_unknown_tool_is_a_usage_error_naming_the_group(tmp_path: Path) -> No
 
 def test_author_tools_work_from_a_directory_outside_the_checkout(tmp_path: Path) -> None:
     """No COURSE_ROOT, cwd far from the repository: the course is the one the package belongs to."""
-    cards = course("dev", "cards", "--check", cwd=tmp_path)
+    cards = course_process("dev", "cards", "--check", cwd=tmp_path)
     assert cards.returncode == 0 and "every card is current" in cards.stdout, cards.stdout + cards.stderr
     chapter = load_catalog(REPO).resolve("02")
-    diff = course("dev", "target-diff", "02", "--stat", cwd=tmp_path)
+    diff = course_process("dev", "target-diff", "02", "--stat", cwd=tmp_path)
     assert diff.returncode == 0, diff.stderr
     for name in chapter.teaching_files:
         assert f"target/{name}" in diff.stdout, diff.stdout
@@ -79,14 +79,14 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_an_installed_course_runs_the_read_only_tools_and_refuses_the_writers(installed: Path, tmp_path: Path) -> None:
     env = {"PYTHONPATH": str(installed)}
-    cards = course("dev", "cards", "--check", cwd=tmp_path, env=env)
+    cards = course_process("dev", "cards", "--check", cwd=tmp_path, env=env)
     assert cards.returncode == 0 and "every card is current" in cards.stdout, cards.stdout + cards.stderr
-    diff = course("dev", "target-diff", "02", "--stat", cwd=tmp_path, env=env)
+    diff = course_process("dev", "target-diff", "02", "--stat", cwd=tmp_path, env=env)
     assert diff.returncode == 0 and "file" in diff.stdout and "changed" in diff.stdout, diff.stdout + diff.stderr
     lessons = sorted((installed / "course" / "checkpoints").glob("*/README.md"))
     before = [path.read_bytes() for path in lessons]
     for args in (("cards",), ("carry", "02"), ("scaffold", "more", "--title", "More")):
-        refused = course("dev", *args, cwd=tmp_path, env=env)
+        refused = course_process("dev", *args, cwd=tmp_path, env=env)
         assert refused.returncode == 2, refused.stdout + refused.stderr
         assert "this course is an installed copy" in refused.stderr and "COURSE_ROOT" in refused.stderr
         assert len(refused.stderr.strip().splitlines()) == 1 and "Traceback" not in refused.stderr

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import mini, mini_here, tree_hash
+from conftest import mini, tree_hash
 from course.catalog import load_catalog
 from course.status import LastTest, CheckVerdict, first_open_lab
 from loop_helpers import RIGHT, SMALL_ONLY, practice
@@ -22,17 +22,17 @@ def learner(mini_course: Path, tmp_path: Path) -> Path:
 
 def test_the_ladder_is_climbed_one_rung_at_a_time(mini_course: Path, learner: Path) -> None:
     before = tree_hash(mini_course / "checkpoints")
-    first = mini_here(mini_course, "hint", "1", str(learner), "--lab", "1.1")
+    first = mini(mini_course, "hint", "1", str(learner), "--lab", "1.1")
     assert first.returncode == 0, first.stderr
     assert "Lab 1.1 Small - hint 1 of 5" in first.stdout
     assert "1. where to look:" in first.stdout and "imports add from tiny_pi.adder" in first.stdout
     assert "def add(a, b) -> int" not in first.stdout, "the second rung stays hidden"
     assert "--next` shows 2 of 5: the signature" in first.stdout
 
-    again = mini_here(mini_course, "hint", "1", str(learner), "--lab", "1.1")
+    again = mini(mini_course, "hint", "1", str(learner), "--lab", "1.1")
     assert "hint 1 of 5" in again.stdout, "asking again re-reads, it does not climb"
 
-    second = mini_here(mini_course, "hint", "1", str(learner), "--lab", "1.1", "--next")
+    second = mini(mini_course, "hint", "1", str(learner), "--lab", "1.1", "--next")
     assert "hint 2 of 5" in second.stdout
     assert "2. the signature (new):" in second.stdout and "def add(a, b) -> int" in second.stdout
     assert "Return the sum" not in second.stdout
@@ -44,45 +44,45 @@ def test_the_ladder_is_climbed_one_rung_at_a_time(mini_course: Path, learner: Pa
 
 def test_the_sketch_comes_before_the_full_code_which_is_the_top(mini_course: Path, learner: Path) -> None:
     for _ in range(4):
-        sketch = mini_here(mini_course, "hint", "1", str(learner), "--lab", "1.1", "--next")
+        sketch = mini(mini_course, "hint", "1", str(learner), "--lab", "1.1", "--next")
     assert "hint 4 of 5" in sketch.stdout
     assert "4. a partial sketch (new):" in sketch.stdout
     assert "        return ..." in sketch.stdout, "a multi-line sketch keeps its indentation"
     assert "return a + b" not in sketch.stdout, "the code waits on the last rung"
     assert "shows 5 of 5: the full code (the answer: read it, then close it and write your own)" in sketch.stdout
-    everything = mini_here(mini_course, "hint", "1", str(learner), "--lab", "1.1", "--all")
+    everything = mini(mini_course, "hint", "1", str(learner), "--lab", "1.1", "--all")
     assert "5. the full code (new):" in everything.stdout
     assert "     # file: tiny_pi/adder.py" in everything.stdout and "         return a + b" in everything.stdout
     assert ("Close it and write the code from what you understood, then run "
             f"`course test 01 {learner} --lab 1.1`; `course diff 01 {learner}` compares") in everything.stdout, \
         "the commands carry the DIR the learner typed"
-    beyond = mini_here(mini_course, "hint", "1", str(learner), "--lab", "1.1", "--next")
+    beyond = mini(mini_course, "hint", "1", str(learner), "--lab", "1.1", "--next")
     assert beyond.returncode == 0
     assert "That was the last rung: there is nothing above the full code." in beyond.stdout
 
 
 def test_reset_forgets_the_rungs_seen(mini_course: Path, learner: Path) -> None:
-    mini_here(mini_course, "hint", "1", str(learner), "--lab", "1.1", "--all")
-    forgot = mini_here(mini_course, "hint", "1", str(learner), "--lab", "1.1", "--reset")
+    mini(mini_course, "hint", "1", str(learner), "--lab", "1.1", "--all")
+    forgot = mini(mini_course, "hint", "1", str(learner), "--lab", "1.1", "--reset")
     assert forgot.returncode == 0 and "Forgot the hints" in forgot.stdout
-    assert "hint 1 of 5" in mini_here(mini_course, "hint", "1", str(learner), "--lab", "1.1").stdout
-    mini_here(mini_course, "hint", "1", str(learner), "--lab", "1.2")
-    every = mini_here(mini_course, "hint", "1", str(learner), "--reset")
+    assert "hint 1 of 5" in mini(mini_course, "hint", "1", str(learner), "--lab", "1.1").stdout
+    mini(mini_course, "hint", "1", str(learner), "--lab", "1.2")
+    every = mini(mini_course, "hint", "1", str(learner), "--reset")
     assert "for every lab of chapter 01" in every.stdout
     assert not (learner / ".course/hints.json").exists()
 
 
 def test_without_lab_the_first_lab_not_green_is_chosen(mini_course: Path, learner: Path) -> None:
-    fresh = mini_here(mini_course, "hint", "1", str(learner))
+    fresh = mini(mini_course, "hint", "1", str(learner))
     assert "(no `course test` result yet: lab 1.1)" in fresh.stdout
     (learner / "tiny_pi/adder.py").write_text(SMALL_ONLY)
     assert mini(mini_course, "test", "1", str(learner)).returncode == 1
-    half = mini_here(mini_course, "hint", "1", str(learner))
+    half = mini(mini_course, "hint", "1", str(learner))
     assert "first lab not green in your last `course test`: lab 1.2" in half.stdout
     assert "Lab 1.2 Both - hint 1 of 3" in half.stdout
     (learner / "tiny_pi/adder.py").write_text(RIGHT)
     assert mini(mini_course, "test", "1", str(learner)).returncode == 0
-    done = mini_here(mini_course, "hint", "1", str(learner))
+    done = mini(mini_course, "hint", "1", str(learner))
     assert done.returncode == 0 and "no hint needed" in done.stdout
 
 
@@ -92,7 +92,7 @@ def test_a_lab_without_hints_says_so(mini_course: Path, tmp_path: Path) -> None:
     start = text.index('hints = ["Both tests call the same add."')
     toml.write_text(text[:start] + text[text.index("\n", start) + 1 :])
     learner = practice(mini_course, tmp_path / "p")
-    result = mini_here(mini_course, "hint", "1", str(learner), "--lab", "1.2", "--next")
+    result = mini(mini_course, "hint", "1", str(learner), "--lab", "1.2", "--next")
     assert result.returncode == 0
     assert "This lab has no hints in chapter.toml." in result.stdout
 

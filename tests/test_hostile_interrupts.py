@@ -27,7 +27,7 @@ from course import workspace
 from course.errors import CourseError
 from hostile_helpers import leftovers, runs_started, set_time_limit, wait_until_gone, work_dir
 
-RUNS = 20
+RUNS = 12
 PARENT_FILES = {"pytest.ini", "tiny_pi/__init__.py", "tests/test_01_adder.py"}
 WHOLE = PARENT_FILES | {"LEARNING.md", ".gitignore"}
 
@@ -73,7 +73,7 @@ def interrupted_practice(course_root: Path, directory: Path, ready: Callable[[],
 
 
 def test_ctrl_c_at_random_moments_leaves_a_whole_practice_dir_or_none(mini_course: Path, tmp_path: Path) -> None:
-    """20 runs, each interrupted once; the delays are spread evenly over one run's duration.
+    """12 runs, each interrupted once; the delays are spread evenly over one run's duration.
 
     The first run is not interrupted: its duration sets the spread. A Ctrl-C
     that lands while Python itself is still starting (before any course code

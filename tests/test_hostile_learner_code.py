@@ -2,7 +2,8 @@
 
 Each case puts misbehaving code in the fixture chapter's teaching file
 (`tiny_pi/adder.py`, called by both focused tests) and runs `course test 01
-DIR --lab 1.1`, one isolated run, with the chapter's time limit at 3 s. Each
+DIR --lab 1.1`, one isolated run, with the chapter's time limit at 3 s (1.5 s
+for the code that never ends, which spends all of it). Each
 must end with a clear verdict, within the limit plus start-up, with no
 process left behind and the course process's own memory bounded. Where the
 two paths differ (a host started for the run, COURSE_WARM=0, versus the host
@@ -17,9 +18,11 @@ from pathlib import Path
 
 import pytest
 
+from conftest import mini
 from hostile_helpers import alive, kill_pid_file, run_course, set_time_limit, wait_until_gone, work_dir
 
 LIMIT = 3
+ENDLESS = 1.5
 # Start-up of `course` and of the warm worker, the kill and the report, on a
 # busy 2-core machine: generous, because a hang would cost minutes, not seconds.
 OVERHEAD = 12
@@ -42,27 +45,39 @@ def write_adder(directory: Path, code: str) -> None:
 
 
 def lab_run(course_root: Path, learner: Path, warm: bool = True, *extra: str):
-    """`course test 01 DIR --lab 1.1`, checked for leftovers; returns (result, elapsed, peak RSS)."""
-    result, elapsed, peak = run_course(course_root, "test", "1", str(learner), "--lab", "1.1", *extra, warm=warm)
+    """`course test 01 DIR --lab 1.1` in this process, checked for leftovers; returns (result, elapsed)."""
+    started = time.monotonic()
+    result = mini(course_root, "test", "1", str(learner), "--lab", "1.1", *extra,
+                  env={"COURSE_WARM": "1" if warm else "0"})
+    elapsed = time.monotonic() - started
+    assert wait_until_gone(str(course_root)) == [], "a process of the run outlived the command"
+    return result, elapsed
+
+
+def lab_process(course_root: Path, learner: Path, warm: bool):
+    """The same as a process of its own: (result, peak RSS of the course process in kB)."""
+    result, _, peak = run_course(course_root, "test", "1", str(learner), "--lab", "1.1", warm=warm)
     assert "Traceback" not in result.stderr, result.stderr
     assert wait_until_gone(str(course_root)) == [], "a process of the run outlived the command"
-    return result, elapsed, peak
+    return result, peak
 
 
 @PATHS
 def test_an_endless_cpu_loop_is_stopped_at_the_time_limit(course_root: Path, learner: Path, warm: bool) -> None:
+    set_time_limit(course_root, ENDLESS)
     write_adder(learner, """
         def add(a, b):
             while True:
                 pass
     """)
-    result, elapsed, _ = lab_run(course_root, learner, warm)
+    result, elapsed = lab_run(course_root, learner, warm)
     assert result.returncode == 1
-    assert f"the tests did not finish in {LIMIT} s - a stream that never ends?" in result.stdout
-    assert elapsed < LIMIT + OVERHEAD
+    assert f"the tests did not finish in {ENDLESS:g} s - a stream that never ends?" in result.stdout
+    assert elapsed < ENDLESS + OVERHEAD
 
 
 def test_a_deadlocked_trio_test_is_stopped_at_the_time_limit(course_root: Path, learner: Path) -> None:
+    set_time_limit(course_root, ENDLESS)
     write_adder(learner, """
         import trio
 
@@ -85,10 +100,10 @@ def test_a_deadlocked_trio_test_is_stopped_at_the_time_limit(course_root: Path, 
             trio.run(main)
             return a + b
     """)
-    result, elapsed, _ = lab_run(course_root, learner)
+    result, elapsed = lab_run(course_root, learner)
     assert result.returncode == 1
-    assert f"the tests did not finish in {LIMIT} s - a stream that never ends?" in result.stdout
-    assert elapsed < LIMIT + OVERHEAD
+    assert f"the tests did not finish in {ENDLESS:g} s - a stream that never ends?" in result.stdout
+    assert elapsed < ENDLESS + OVERHEAD
 
 
 @PATHS
@@ -110,7 +125,7 @@ def test_a_test_printing_100_mb_costs_the_course_process_nothing(
                 os.write(1, block)
             return 0
     """)
-    result, _, peak = lab_run(course_root, learner, warm)
+    result, peak = lab_process(course_root, learner, warm)
     assert result.returncode == 1
     assert "actual:   0/1 passed" in result.stdout
     assert "first failure: tests/test_01_adder.py::test_add_small" in result.stdout
@@ -126,7 +141,7 @@ def test_a_long_failure_message_reaches_the_learner_clipped(course_root: Path, l
         def add(a, b):
             assert False, "y" * 2_000_000 + " the end"
     """)
-    result, _, peak = lab_run(course_root, learner, warm)
+    result, peak = lab_process(course_root, learner, warm)
     assert result.returncode == 1
     assert "actual:   0/1 passed" in result.stdout
     assert "AssertionError: yyyy" in result.stdout and "more characters]" in result.stdout
@@ -146,7 +161,7 @@ def test_a_test_that_calls_os_exit_is_a_crash_not_a_pass(
         def add(a, b):
             os._exit({status})
     """)
-    result, elapsed, _ = lab_run(course_root, learner, warm)
+    result, elapsed = lab_run(course_root, learner, warm)
     assert result.returncode == 1
     assert f"pytest ended with status {status} before it finished its session - did a test call os._exit()" in result.stdout
     assert "0/0 passed" not in result.stdout
@@ -167,7 +182,7 @@ def test_a_child_process_that_outlives_its_test_is_killed(
             open({str(pid_file)!r}, "w").write(str(child.pid))
             return a + b
     """)
-    result, elapsed, _ = lab_run(course_root, learner, warm)
+    result, elapsed = lab_run(course_root, learner, warm)
     assert result.returncode == 0, result.stdout
     assert "[ok]   lab 1.1 Small - 1/1 passed" in result.stdout
     assert not alive(int(pid_file.read_text()))
@@ -201,7 +216,7 @@ def test_a_double_forked_daemon_that_escaped_the_process_group_is_killed(
     pid_file = tmp_path / "daemon.pid"
     write_adder(learner, DOUBLE_FORK.format(pid_file=str(pid_file)))
     try:
-        result, elapsed, _ = lab_run(course_root, learner, warm)
+        result, elapsed = lab_run(course_root, learner, warm)
         assert result.returncode == 0, result.stdout
         assert "[ok]   lab 1.1 Small - 1/1 passed" in result.stdout
         time.sleep(0.2)
@@ -232,7 +247,7 @@ def test_a_daemon_that_escaped_and_scrubbed_its_environment_is_killed(
     pid_file = tmp_path / "daemon.pid"
     write_adder(learner, SCRUBBED_ESCAPE.format(pid_file=str(pid_file)))
     try:
-        result, elapsed, _ = lab_run(course_root, learner, warm)
+        result, elapsed = lab_run(course_root, learner, warm)
         assert result.returncode == 0, result.stdout + result.stderr
         assert elapsed < LIMIT + OVERHEAD
         time.sleep(0.2)
@@ -246,7 +261,7 @@ def test_a_syntax_error_in_a_teaching_file_is_named(course_root: Path, learner: 
         def add(a, b):
             return a +
     """)
-    result, elapsed, _ = lab_run(course_root, learner)
+    result, elapsed = lab_run(course_root, learner)
     assert result.returncode == 1
     assert "the tests could not be collected (an import or syntax error), 0 ran" in result.stdout
     assert "could not import the tests in tests/test_01_adder.py" in result.stdout
@@ -257,7 +272,7 @@ def test_a_syntax_error_in_a_teaching_file_is_named(course_root: Path, learner: 
 
 def test_a_deleted_teaching_file_points_at_the_file_to_write(course_root: Path, learner: Path) -> None:
     (learner / "tiny_pi/adder.py").unlink()
-    result, _, _ = lab_run(course_root, learner)
+    result, _ = lab_run(course_root, learner)
     assert result.returncode == 1
     assert "hint: create tiny_pi/adder.py, a teaching file of this chapter" in result.stdout
 
@@ -265,7 +280,7 @@ def test_a_deleted_teaching_file_points_at_the_file_to_write(course_root: Path, 
 def test_a_deleted_or_emptied_focused_test_file_does_not_change_the_verdict(course_root: Path, learner: Path) -> None:
     """The verdict runs the chapter's own tests; the learner's copy is only reported as different."""
     (learner / "tests/test_01_adder.py").unlink()
-    result, _, _ = lab_run(course_root, learner)
+    result, _ = lab_run(course_root, learner)
     assert result.returncode == 0, result.stdout
     assert "[ok]   lab 1.1 Small - 1/1 passed" in result.stdout
     assert "the verdict used the chapter's: tests/test_01_adder.py" in result.stdout
@@ -278,6 +293,6 @@ def test_a_test_killed_by_a_signal_names_the_signal(course_root: Path, learner: 
         def add(a, b):
             os.kill(os.getpid(), signal.SIGSEGV)
     """)
-    result, _, _ = lab_run(course_root, learner)
+    result, _ = lab_run(course_root, learner)
     assert result.returncode == 1
     assert "pytest was killed by SIGSEGV" in result.stdout

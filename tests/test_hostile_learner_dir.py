@@ -19,8 +19,7 @@ from pathlib import Path
 import git
 import pytest
 
-from conftest import FIXTURES, REPO, made_practice, mini, mini_here, tree_hash
-from course.launch import runs_tests
+from conftest import FIXTURES, REPO, made_practice, mini, tree_hash
 
 RIGHT = (FIXTURES / "mini-course/checkpoints/01-adder/target/tiny_pi/adder.py").read_text()
 WRONG = "def add(a, b):\n    return a - b\n"
@@ -47,8 +46,8 @@ def no_traceback(result: subprocess.CompletedProcess[str]) -> subprocess.Complet
 
 
 def run(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """`course ARGS`: a command that runs tests as a learner runs it, any other in this process."""
-    return no_traceback((mini if runs_tests(list(args)) else mini_here)(root, *args))
+    """`course ARGS` in this process, which must end without a traceback."""
+    return no_traceback(mini(root, *args))
 
 
 # Links out of DIR ------------------------------------------------------------------------

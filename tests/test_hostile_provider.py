@@ -27,7 +27,7 @@ from course.run_env import run_environment
 from course.workspace import copy_snapshot
 from course.dev.fuzz_provider import WORKER, fuzz
 
-SUITE_EXAMPLES = int(os.environ.get("COURSE_FUZZ_EXAMPLES", "1500"))
+SUITE_EXAMPLES = int(os.environ.get("COURSE_FUZZ_EXAMPLES", "600"))
 TARGET = next(iter(sorted(CHECKPOINTS.glob("05-*/target"))), CHECKPOINTS / "05-provider/target")
 PROVIDER = TARGET / "tiny_pi/providers/openai_compatible.py"
 

@@ -16,7 +16,6 @@ import re
 import select
 import shlex
 import shutil
-import signal
 import struct
 import subprocess
 import sys
@@ -27,7 +26,7 @@ from pathlib import Path
 import fcntl
 import pytest
 
-from conftest import FIXTURES, REPO, tree_hash
+from conftest import FIXTURES, REPO, course, tree_hash
 
 ADDER = Path("checkpoints/01-adder/target/tiny_pi/adder.py")
 WRONG = "def add(a, b):\n    return a * b\n"
@@ -55,13 +54,25 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 def env_of(world: dict[str, Path], **extra: str) -> dict[str, str]:
     env = dict(os.environ)
-    for name in ("NO_COLOR", "FORCE_COLOR", "PAGER", "LESS"):
+    for name in UNSET:
         env.pop(name, None)
     env.update(COURSE_ROOT=str(world["root"]), XDG_STATE_HOME=str(world["state"]), **extra)
     return env
 
 
+UNSET = ("NO_COLOR", "FORCE_COLOR", "PAGER", "LESS")  # the learner's own settings are tested on purpose
+
+
 def run(world: dict[str, Path], *args: str, cwd: Path | None = None, **extra: str) -> subprocess.CompletedProcess[str]:
+    """`course ARGS` in this process, in the world's course and state dir."""
+    env: dict[str, str | None] = {name: None for name in UNSET}
+    env.update(COURSE_ROOT=str(world["root"]), XDG_STATE_HOME=str(world["state"]), **extra)
+    return course(*args, cwd=cwd or world["base"], env=env)
+
+
+def run_process(world: dict[str, Path], *args: str, cwd: Path | None = None,
+                **extra: str) -> subprocess.CompletedProcess[str]:
+    """`python -m course ARGS` in a fresh interpreter (what PATH holds is read once, at start-up)."""
     return subprocess.run([sys.executable, "-m", "course", *args], cwd=cwd or world["base"], env=env_of(world, **extra),
                           capture_output=True, text=True, timeout=120)
 
@@ -316,7 +327,7 @@ def test_version_bare_course_and_help_in_the_learners_order(world: dict[str, Pat
 def test_completion_offers_chapter_ids_lab_ids_and_dirs(world: dict[str, Path]) -> None:
     def complete(line: str, cwd: Path) -> list[str]:
         words = line.split(" ")
-        result = run(world, cwd=cwd, _COURSE_COMPLETE="bash_complete", COMP_WORDS=line, COMP_CWORD=str(len(words) - 1))
+        result = run_process(world, cwd=cwd, _COURSE_COMPLETE="bash_complete", COMP_WORDS=line, COMP_CWORD=str(len(words) - 1))
         assert result.returncode == 0, result.stderr
         return result.stdout.splitlines()
 
@@ -380,10 +391,10 @@ def test_the_same_chapter_named_twice_is_proved_once(world: dict[str, Path]) -> 
 def test_without_git_help_list_and_show_work_and_the_rest_say_why(world: dict[str, Path], tmp_path: Path) -> None:
     no_git = {"PATH": str(tmp_path)}  # python is run by its full path; git is nowhere
     for args in (("--help",), ("list",), ("show", "1")):
-        result = run(world, *args, **no_git)
+        result = run_process(world, *args, **no_git)
         assert result.returncode == 0 and "Traceback" not in result.stderr, (args, result.stderr)
     for args in (("practice", "1", str(tmp_path / "new")), ("reset", "--yes"), ("redlight",), ("checkpoint", "1")):
-        result = run(world, *args, cwd=world["learner"], **no_git)
+        result = run_process(world, *args, cwd=world["learner"], **no_git)
         assert result.stderr == "course: git is not installed: practice dirs are git repositories\n", args
         assert result.returncode == 2
 
@@ -460,16 +471,16 @@ def test_an_installed_course_works_from_any_directory_and_an_editable_one_reads_
     env = dict(os.environ, PYTHONPATH=str(site), XDG_STATE_HOME=str(tmp_path / "state"))
     env.pop("COURSE_ROOT", None)
 
-    def course_here(*args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+    def installed(*args: str, **extra: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "course", *args], cwd=elsewhere, env={**env, **extra},
                               capture_output=True, text=True, timeout=120)
 
-    listed = course_here("list")
+    listed = installed("list")
     assert listed.returncode == 0 and "01-adder  Adder" in listed.stdout, listed.stderr
-    made = course_here("practice", "1")
+    made = installed("practice", "1")
     assert made.returncode == 0 and (elsewhere / "practice/01-adder/LEARNING.md").is_file(), made.stderr
-    assert "practice: practice/01-adder" in course_here("list").stdout
-    override = course_here("list", COURSE_ROOT=str(REPO))
+    assert "practice: practice/01-adder" in installed("list").stdout
+    override = installed("list", COURSE_ROOT=str(REPO))
     assert "01-adder" not in override.stdout and "02-event-stream" in override.stdout
     editable = subprocess.run([sys.executable, "-m", "course", "list"], cwd=elsewhere,
                               env={**env, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=120)

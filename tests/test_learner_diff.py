@@ -6,7 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
-from conftest import mini, mini_here
+from conftest import mini
 from loop_helpers import WRONG, practice, run_in_pty
 
 TARGET_ADDER = Path("checkpoints/01-adder/target/tiny_pi/adder.py")
@@ -15,7 +15,7 @@ TARGET_ADDER = Path("checkpoints/01-adder/target/tiny_pi/adder.py")
 def test_diff_without_the_flag_names_files_and_counts_but_shows_no_code(mini_course: Path, tmp_path: Path) -> None:
     learner = practice(mini_course, tmp_path / "p")
     (learner / "tiny_pi/adder.py").write_text(WRONG)
-    result = mini_here(mini_course, "diff", "1", str(learner))
+    result = mini(mini_course, "diff", "1", str(learner))
     assert result.returncode == 1, result.stderr
     assert "tiny_pi/adder.py: differs in code - 1 line(s) only in yours, 2 only in the target" in result.stdout
     assert f"Predict what differs, then look: `course diff 01 {learner} --show`" in result.stdout
@@ -28,7 +28,7 @@ def test_diff_without_the_flag_names_files_and_counts_but_shows_no_code(mini_cou
 def test_diff_show_prints_a_unified_diff_yours_to_target(mini_course: Path, tmp_path: Path) -> None:
     learner = practice(mini_course, tmp_path / "p")
     (learner / "tiny_pi/adder.py").write_text(WRONG)
-    result = mini_here(mini_course, "diff", "1", str(learner), "--show")
+    result = mini(mini_course, "diff", "1", str(learner), "--show")
     assert result.returncode == 1
     lines = result.stdout.splitlines()
     assert "--- yours/tiny_pi/adder.py" in lines and "+++ target/tiny_pi/adder.py" in lines
@@ -47,13 +47,13 @@ def test_diff_colours_in_a_terminal_unless_no_color(mini_course: Path, tmp_path:
 
 def test_missing_and_identical_files(mini_course: Path, tmp_path: Path) -> None:
     learner = practice(mini_course, tmp_path / "p")
-    missing = mini_here(mini_course, "diff", "1", str(learner), "--json")
+    missing = mini(mini_course, "diff", "1", str(learner), "--json")
     document = json.loads(missing.stdout)
     assert missing.returncode == 1 and document["same"] is False
     assert document["files"] == [{"path": "tiny_pi/adder.py", "status": "missing", "only_yours": 0, "only_target": 3, "same_code": False}]
-    assert "not written yet (the target's has 3 lines)" in mini_here(mini_course, "diff", "1", str(learner)).stdout
+    assert "not written yet (the target's has 3 lines)" in mini(mini_course, "diff", "1", str(learner)).stdout
     shutil.copy(mini_course / TARGET_ADDER, learner / "tiny_pi/adder.py")
-    same = mini_here(mini_course, "diff", "1", str(learner), "--show")
+    same = mini(mini_course, "diff", "1", str(learner), "--show")
     assert same.returncode == 0
     assert "tiny_pi/adder.py: same as the target" in same.stdout
     assert "Predict" not in same.stdout and "@@" not in same.stdout
@@ -63,8 +63,8 @@ def test_diff_lists_the_learners_tests_and_config_that_a_verdict_does_not_use(mi
     learner = practice(mini_course, tmp_path / "p")
     (learner / "tests/test_01_adder.py").write_text("def test_add_small(): pass\n")
     (learner / "tests/conftest.py").write_text("")
-    result = mini_here(mini_course, "diff", "1", str(learner))
+    result = mini(mini_course, "diff", "1", str(learner))
     assert ("Your tests and config that differ from the chapter's (course test uses the chapter's): "
             "tests/conftest.py, tests/test_01_adder.py") in result.stdout
-    document = json.loads(mini_here(mini_course, "diff", "1", str(learner), "--json").stdout)
+    document = json.loads(mini(mini_course, "diff", "1", str(learner), "--json").stdout)
     assert document["tests_and_config_not_used"] == ["tests/conftest.py", "tests/test_01_adder.py"]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, course, mini, mini_here
+from conftest import REPO, course, mini
 from course.errors import UsageError
 from course.reset import safe_relative
 from loop_helpers import WRONG, practice
@@ -39,7 +39,7 @@ def test_reset_keeps_the_learners_old_version_recoverable_from_git(mini_course: 
     original_test = test_file.read_text()
     test_file.write_text(original_test + "def test_mine(): assert True\n")
 
-    result = mini_here(mini_course, "reset", "1", str(learner), "--yes")
+    result = mini(mini_course, "reset", "1", str(learner), "--yes")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "remove  tiny_pi/adder.py (not in the starting point)" in result.stdout
     assert "restore tests/test_01_adder.py (yours differs from the starting point)" in result.stdout
@@ -63,16 +63,16 @@ def test_reset_one_file_and_saves_chain(mini_course: Path, learner: Path) -> Non
     (learner / "tiny_pi/adder.py").write_text(WRONG)
     (learner / "tiny_pi/__init__.py").write_text("# mine\n")
     (learner / "notes.md").write_text("my notes\n")
-    first = mini_here(mini_course, "reset", "1", str(learner), "--file", "tiny_pi/__init__.py", "--yes")
+    first = mini(mini_course, "reset", "1", str(learner), "--file", "tiny_pi/__init__.py", "--yes")
     assert first.returncode == 0, first.stderr
     assert (learner / "tiny_pi/__init__.py").read_bytes() == (mini_course / PARENT / "tiny_pi/__init__.py").read_bytes()
     assert (learner / "tiny_pi/adder.py").read_text() == WRONG, "--file touches only that file"
-    second = mini_here(mini_course, "reset", "1", str(learner), "--yes")
+    second = mini(mini_course, "reset", "1", str(learner), "--yes")
     assert second.returncode == 0
     assert (learner / "notes.md").read_text() == "my notes\n", "files that are not the chapter's are left alone"
     log = git(learner, "log", "--format=%s", "course-saves")
     assert log.count("course reset 01") == 2, "each reset adds a save on top of the last"
-    nothing = mini_here(mini_course, "reset", "1", str(learner), "--yes")
+    nothing = mini(mini_course, "reset", "1", str(learner), "--yes")
     assert nothing.returncode == 0 and "Nothing to reset" in nothing.stdout
     assert git(learner, "log", "--format=%s", "course-saves").count("course reset 01") == 2
 
@@ -84,7 +84,7 @@ def test_reset_asks_first(mini_course: Path, learner: Path) -> None:
         [sys.executable, "-m", "course", "reset", "1", str(learner)], input="n\n", capture_output=True, text=True, env={**os.environ, **env}, cwd=REPO
     )
     assert declined.returncode == 1 and "Nothing was changed." in declined.stdout
-    no_answer = mini_here(mini_course, "reset", "1", str(learner))
+    no_answer = mini(mini_course, "reset", "1", str(learner))
     assert no_answer.returncode == 2 and "Pass --yes" in no_answer.stderr
     assert (learner / "tiny_pi/adder.py").read_text() == WRONG
     assert "course-saves" not in branches(learner)
@@ -107,7 +107,7 @@ def test_reset_refuses_paths_outside_the_practice_dir(mini_course: Path, learner
         ("notes.md", "is not a file of chapter 01-adder's starting point"),
         (".", "is the practice dir itself"),
     ]:
-        result = mini_here(mini_course, "reset", "1", str(learner), "--file", name, "--yes")
+        result = mini(mini_course, "reset", "1", str(learner), "--file", name, "--yes")
         assert result.returncode == 2, name
         assert message in result.stderr, (name, result.stderr)
         assert "Traceback" not in result.stderr
@@ -123,7 +123,7 @@ def test_reset_refuses_a_teaching_path_redirected_outside(mini_course: Path, lea
     package = learner / "tiny_pi"
     package.rename(learner / "tiny_pi_real")
     package.symlink_to(outside)
-    result = mini_here(mini_course, "reset", "1", str(learner), "--yes")
+    result = mini(mini_course, "reset", "1", str(learner), "--yes")
     assert result.returncode == 2 and "points outside" in result.stderr
     assert (outside / "adder.py").read_text() == "not yours\n"
 
@@ -133,7 +133,7 @@ def test_reset_needs_the_practice_repo(mini_course: Path, learner: Path) -> None
 
     shutil.rmtree(learner / ".git")
     (learner / "tiny_pi/adder.py").write_text(WRONG)
-    result = mini_here(mini_course, "reset", "1", str(learner), "--yes")
+    result = mini(mini_course, "reset", "1", str(learner), "--yes")
     assert result.returncode == 2 and "not a git repository" in result.stderr
     assert (learner / "tiny_pi/adder.py").exists()
     missing_dir = course("reset", "1", env={"COURSE_ROOT": str(mini_course)})
@@ -200,7 +200,7 @@ def test_the_printed_recovery_command_works_when_pasted(mini_course: Path, tmp_p
     learner = practice(mini_course, tmp_path / "learner's work")
     (learner / "tests/test_01_adder.py").unlink()  # planned first, as "missing in yours": not in the save
     (learner / "tiny_pi/adder.py").write_text(WRONG)
-    result = mini_here(mini_course, "reset", "1", str(learner), "--yes")
+    result = mini(mini_course, "reset", "1", str(learner), "--yes")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "restore tests/test_01_adder.py (missing in yours)" in result.stdout
     command = bring_back_line(result.stdout)
@@ -214,7 +214,7 @@ def test_the_printed_recovery_command_works_when_pasted(mini_course: Path, tmp_p
 
 def test_a_reset_that_only_creates_missing_files_offers_nothing_to_bring_back(mini_course: Path, learner: Path) -> None:
     (learner / "tests/test_01_adder.py").unlink()
-    result = mini_here(mini_course, "reset", "1", str(learner), "--yes")
+    result = mini(mini_course, "reset", "1", str(learner), "--yes")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Bring a file back" not in result.stdout
     assert "none of your files was replaced or removed" in result.stdout
@@ -226,7 +226,7 @@ def test_reset_saves_the_exact_bytes_whatever_the_git_filters(mini_course: Path,
     (learner / ".gitattributes").write_text("*.py text eol=lf\n")
     crlf = WRONG.replace("\n", "\r\n").encode()
     (learner / "tiny_pi/adder.py").write_bytes(crlf)
-    result = mini_here(mini_course, "reset", "1", str(learner), "--yes")
+    result = mini(mini_course, "reset", "1", str(learner), "--yes")
     assert result.returncode == 0, result.stdout + result.stderr
     saved = subprocess.run(
         ["git", "-C", str(learner), "cat-file", "blob", "course-saves:tiny_pi/adder.py"], capture_output=True, check=True
@@ -294,7 +294,7 @@ def test_a_file_changed_after_the_save_is_left_alone(mini_course: Path, learner:
 def test_a_teaching_file_that_is_a_symlink_is_saved_as_one(mini_course: Path, learner: Path) -> None:
     (learner / "tiny_pi/mine.py").write_text(WRONG)
     (learner / "tiny_pi/adder.py").symlink_to("mine.py")
-    result = mini_here(mini_course, "reset", "1", str(learner), "--yes")
+    result = mini(mini_course, "reset", "1", str(learner), "--yes")
     assert result.returncode == 0, result.stdout + result.stderr
     entry = git(learner, "ls-tree", "course-saves", "tiny_pi/adder.py")
     assert entry.startswith("120000 ") and git(learner, "show", "course-saves:tiny_pi/adder.py") == "mine.py"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from conftest import mini, mini_here
+from conftest import mini
 from loop_helpers import run_in_pty
 
 LESSON = Path("checkpoints/01-adder/README.md")
@@ -13,7 +13,7 @@ COLOUR = re.compile(r"\x1b\[(?:[0-9;]*;)?(?:3[0-7]|9[0-7]|4[0-7]|10[0-7]|38;|48;
 
 
 def test_show_is_plain_markdown_when_piped(mini_course: Path) -> None:
-    result = mini_here(mini_course, "show", "1", "--answers")
+    result = mini(mini_course, "show", "1", "--answers")
     assert result.returncode == 0
     assert result.stdout == (mini_course / LESSON).read_text()
 
@@ -42,10 +42,10 @@ def test_the_answer_key_is_folded_in_a_terminal_until_asked_for(mini_course: Pat
     assert "Answer key: folded. course show 01 --answers shows it." in plain
     opened = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", run_in_pty(mini_course, "show", "1", "--answers", "--no-pager"))
     assert "Answer key" in opened and "Five, the sum." in opened and "<summary>" not in opened
-    piped = mini_here(mini_course, "show", "1")
+    piped = mini(mini_course, "show", "1")
     assert "What does `add(2, 3)` return?" in piped.stdout and "## Adding" in piped.stdout, "piped, it is Markdown"
     assert "Five, the sum." not in piped.stdout, "`course show | less` must not open the answer key"
     assert "> **Answer key**: folded. `course show 01 --answers` shows it." in piped.stdout
-    opened = mini_here(mini_course, "show", "1", "--answers")
+    opened = mini(mini_course, "show", "1", "--answers")
     assert "<details>" in opened.stdout and "Five, the sum." in opened.stdout, "--answers: the Markdown as written"
 

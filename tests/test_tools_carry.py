@@ -233,7 +233,7 @@ def test_real_course_an_edit_to_target_03_is_carried_and_the_course_holds(tmp_pa
     assert result.returncode == 0, result.stdout + result.stderr
     for snapshot in (four.parent, four.target):
         assert (snapshot / name).read_text(encoding="utf-8").startswith(edited_line + "\n")
-    verify = mini(root, "verify", "03", "04", "--json", timeout=600)
+    verify = mini(root, "verify", "03", "04", "--json")
     document = json.loads(verify.stdout)
     # How deep a lesson is (copy share, stated messages, hint rungs, length) is the
     # author's work in progress, not the carry's: the carry must break nothing else.

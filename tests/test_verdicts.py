@@ -9,16 +9,22 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import textwrap
 from pathlib import Path
 
 import pytest
 
 from conftest import FIXTURES, course, mini
-from hostile_helpers import CHAPTER, run_course
+from hostile_helpers import CHAPTER
 
 PATHS = pytest.mark.parametrize("warm", [False, True], ids=["fresh-host", "prestarted-host"])
 UNSOLVED = "def add(a, b):\n    return 0\n"
+
+
+def run_course(root: Path, *args: str, warm: bool = True) -> subprocess.CompletedProcess[str]:
+    """`course ARGS` against `root`, its runs on a prestarted host (warm) or one its pool starts."""
+    return mini(root, *args, env={"COURSE_WARM": "1" if warm else "0"})
 
 
 @pytest.fixture
@@ -31,7 +37,7 @@ def unsolved(mini_course: Path, tmp_path: Path) -> Path:
 
 
 def assert_cheat_fails(mini_course: Path, directory: Path, warm: bool = True) -> str:
-    result, _, _ = run_course(mini_course, "test", "1", str(directory), warm=warm)
+    result = run_course(mini_course, "test", "1", str(directory), warm=warm)
     assert "Traceback" not in result.stderr, result.stderr
     assert result.returncode == 1, "a cheat turned the verdict green:\n" + result.stdout
     assert "Green" not in result.stdout
@@ -100,9 +106,9 @@ def test_filterwarnings_error_in_the_chapter_config_keeps_a_solution_green(mini_
         ini.write_text(ini.read_text() + "filterwarnings =\n    error\n")
     directory = tmp_path / "work"
     shutil.copytree(mini_course / CHAPTER / "target", directory)
-    result, _, _ = run_course(mini_course, "test", "1", str(directory), warm=warm)
+    result = run_course(mini_course, "test", "1", str(directory), warm=warm)
     assert result.returncode == 0, result.stdout + result.stderr
-    result, _, _ = run_course(mini_course, "checkpoint", "1", warm=warm)
+    result = run_course(mini_course, "checkpoint", "1", warm=warm)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -151,7 +157,7 @@ def test_lab_tests_that_never_reported_are_not_passed(mini_course: Path, tmp_pat
                 os._exit(0)  # test_add_big ends the interpreter: test_add_small has passed by then
             return a + b
     """))
-    result, _, _ = run_course(mini_course, "test", "1", str(directory), "--json")
+    result = run_course(mini_course, "test", "1", str(directory), "--json")
     assert result.returncode == 1
     checks = {check["name"]: check for check in json.loads(result.stdout)["checks"]}
     both = checks["lab 1.2 Both"]
@@ -190,7 +196,7 @@ def test_checkpoint_honours_the_chapters_time_limit(mini_course: Path) -> None:
     test_file = mini_course / CHAPTER / "target/tests/test_01_adder.py"
     test_file.write_text("import time\n" + test_file.read_text().replace(
         "def test_add_big(): ", "def test_add_big(): time.sleep(60); "))
-    result = mini(mini_course, "checkpoint", "1", timeout=40)
+    result = mini(mini_course, "checkpoint", "1")
     assert result.returncode == 1
     assert "the tests did not finish in 2 s - a stream that never ends? (still running: " \
            "tests/test_01_adder.py::test_add_big)" in result.stdout
@@ -221,7 +227,7 @@ def test_verify_reuses_a_story_only_while_nothing_it_reads_changed(mini_course: 
 
 def test_a_failure_names_the_learners_own_files_never_the_throw_away_copy(mini_course: Path, unsolved: Path) -> None:
     (unsolved / "tiny_pi/adder.py").write_text("def add(a, b):\n    raise ValueError('failed in ' + __file__)\n")
-    result, _, _ = run_course(mini_course, "test", "1", str(unsolved))
+    result = run_course(mini_course, "test", "1", str(unsolved))
     assert result.returncode == 1
     assert f"failed in {unsolved / 'tiny_pi/adder.py'}" in result.stdout, result.stdout
     assert "course-verdict-" not in result.stdout

@@ -7,43 +7,27 @@ of a snapshot from HEAD). The real checkpoints/ is only ever read.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import git
 import pytest
 
-from conftest import CHECKPOINTS, FIXTURES, REPO, course_here
+from conftest import CHECKPOINTS, FIXTURES, REPO, course
 from course.catalog import Catalog, load_catalog
 from course.errors import CourseError
-from course.launch import runs_tests
 from course.workspace import IGNORED_NAMES
 
 CHAIN_COURSE = FIXTURES / "chain-course"
 
 
-def tool(name: str, *args: str, root: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """`course dev NAME ARGS` pointed at the course copy `root`.
+def tool(name: str, *args: str, root: Path) -> subprocess.CompletedProcess[str]:
+    """`course dev NAME ARGS` pointed at the course copy `root`, in this process.
 
-    A tool that runs tests runs as an author runs it; the others (they read and
-    write files and call git) run in this process: test_dev_group.py runs each
-    one as a command, from outside the checkout too.
+    test_dev_group.py runs the tools as commands, from outside the checkout too.
     """
-    if not runs_tests(["dev", name, *args]):
-        return course_here("dev", name, *args, env={"COURSE_ROOT": str(root)})
-    env = dict(os.environ)
-    env["COURSE_ROOT"] = str(root)
-    return subprocess.run(
-        [sys.executable, "-m", "course", "dev", name, *args],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return course("dev", name, *args, env={"COURSE_ROOT": str(root)})
 
 
 def git_course(checkpoints: Path, destination: Path) -> Path:
