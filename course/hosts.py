@@ -87,7 +87,6 @@ def prestart() -> Spawned | None:
         _early = spawn()
     except OSError:
         return None  # the pool will start its own
-    atexit.register(discard)
     return _early
 
 
@@ -116,3 +115,6 @@ def discard() -> None:
     spawned, _early = _early, None
     if spawned is not None:
         spawned.kill()
+
+
+atexit.register(discard)
