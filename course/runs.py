@@ -21,7 +21,7 @@ from typing import Sequence
 import trio
 
 from course import hosts
-from course.errors import CourseError
+from course.errors import CourseError, UsageError
 from course.results import Reports, RunResult, outcome_of
 from course.runspec import RunSpec
 from course.safe_text import printable
@@ -194,8 +194,24 @@ async def _read_reports(stream: trio.lowlevel.FdStream, reports: Reports) -> Non
                 reports.feed(line)
 
 
+def parallel_runs() -> int:
+    """How many runs a command makes at once: COURSE_JOBS if set, else one per core.
+
+    Each run at once needs a host of its own, and a host costs an interpreter
+    and an import of pytest. Where several commands already share the cores
+    (a class's practice dirs checked in a loop, the course's own test suite
+    under pytest-xdist), fewer at once starts fewer hosts and loses no time.
+    """
+    value = os.environ.get("COURSE_JOBS", "")
+    if not value:
+        return max(1, os.cpu_count() or 1)
+    if not (value.isascii() and value.isdigit()) or int(value) < 1:
+        raise UsageError(f"COURSE_JOBS must be a whole number of at least 1, not {value!r}")
+    return int(value)
+
+
 class RunPool:
-    """The runs of one command: parallel up to the number of cores, on hosts it starts and ends.
+    """The runs of one command: parallel up to `parallel_runs()`, on hosts it starts and ends.
 
     Use as `async with RunPool() as pool:`; every host lives exactly as long
     as the block. A host serves one run at a time and is reused for the next
@@ -204,7 +220,7 @@ class RunPool:
     """
 
     def __init__(self, preload: Sequence[str] = (), *, reuse: bool = True) -> None:
-        self._limiter = trio.CapacityLimiter(max(1, os.cpu_count() or 1))
+        self._limiter = trio.CapacityLimiter(parallel_runs())
         self._preload = tuple(dict.fromkeys(preload))
         self._reuse = reuse and os.environ.get("COURSE_WARM", "1") != "0"
         self._idle: list[Host] = []

@@ -103,6 +103,7 @@ def course(*args: str, cwd: Path | None = None, env: Mapping[str, str | None] | 
     stdout, stderr = io.StringIO(), io.StringIO()
     with pytest.MonkeyPatch.context() as patch:
         patch.delenv("COURSE_ROOT", raising=False)
+        patch.setenv("COURSE_JOBS", "1")  # the suite already runs a test per core (pytest-xdist)
         for name, value in (env or {}).items():
             if value is None:
                 patch.delenv(name, raising=False)

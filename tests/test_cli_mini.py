@@ -7,6 +7,8 @@ import json
 import time
 from pathlib import Path
 
+import pytest
+
 from conftest import made_practice, mini, mini_process, tree_hash
 
 CHAPTER = Path("checkpoints/01-adder")
@@ -133,3 +135,10 @@ def test_one_run_sorts_tests_into_labs_like_k_does(mini_course: Path, tmp_path: 
     assert labs == {"lab 1.1 Small": (True, "1/1 passed"), "lab 1.2 Both": (False, "1/2 passed")}
     assert result.returncode == 1
     assert len({check["duration"] for check in document["checks"]}) == 1, "one run answers for every lab"
+
+
+@pytest.mark.parametrize("value", ["0", "two", "1.5", "-1"])
+def test_a_course_jobs_that_is_not_a_whole_number_of_at_least_one_is_refused(mini_course: Path, value: str) -> None:
+    result = mini(mini_course, "checkpoint", "1", env={"COURSE_JOBS": value})
+    assert result.returncode == 2
+    assert result.stderr == f"course: COURSE_JOBS must be a whole number of at least 1, not {value!r}\n"

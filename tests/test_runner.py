@@ -309,6 +309,27 @@ def test_run_environment_drops_what_could_change_results() -> None:
     assert env["COLUMNS"] == "80" and env["NO_COLOR"] == "1"
 
 
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_course_jobs_bounds_the_runs_at_once_and_so_the_hosts_started(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                     jobs: str) -> None:
+    """Four runs asked for at once: never more hosts (each serves one run at a time) than COURSE_JOBS."""
+    monkeypatch.setenv("COURSE_JOBS", jobs)
+    slow = snapshot(tmp_path / "slow", "import time\ndef test_x(): time.sleep(0.3)\n")
+    results = []
+
+    async def main():
+        async with RunPool() as pool:
+            async with trio.open_nursery() as nursery:
+                for _ in range(4):
+                    async def go():
+                        results.append(await pool.run(spec(slow)))
+                    nursery.start_soon(go)
+            return pool.spawned_hosts
+
+    assert trio.run(main) == int(jobs)
+    assert [result.outcome for result in results] == [PASSED] * 4
+
+
 def test_concurrent_runs_on_reused_hosts_never_see_each_others_tiny_pi(tmp_path: Path) -> None:
     """Many runs of two snapshots, interleaved on two hosts: each imports only its own package."""
     check = """
