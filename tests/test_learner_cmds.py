@@ -138,15 +138,16 @@ def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
 
 def test_inside_a_practice_dir_or_below_it_no_chapter_id_is_needed(world: dict[str, Path]) -> None:
     learner = world["learner"]
-    for where in (learner, learner / "tiny_pi"):
-        tested = run(world, "test", cwd=where)
+    # In the dir itself in this process; below it as processes, as a learner types them there.
+    for where, course_in in ((learner, run), (learner / "tiny_pi", run_process)):
+        tested = course_in(world, "test", cwd=where)
         assert tested.returncode == 1, tested.stderr
         assert f"Testing {'.' if where == learner else learner} (chapter 01's focused tests):" in tested.stdout
         assert "could not import the tests in tests/test_01_adder.py" in tested.stdout
-        assert "Lab 1.1 Small - hint 1 of" in run(world, "hint", cwd=where).stdout
-        assert "not written yet" in run(world, "diff", cwd=where).stdout
-        assert run(world, "show", cwd=where).stdout.startswith("# ")
-        status = json.loads(run(world, "status", "--json", cwd=where).stdout)
+        assert "Lab 1.1 Small - hint 1 of" in course_in(world, "hint", cwd=where).stdout
+        assert "not written yet" in course_in(world, "diff", cwd=where).stdout
+        assert course_in(world, "show", cwd=where).stdout.startswith("# ")
+        status = json.loads(course_in(world, "status", "--json", cwd=where).stdout)
         assert Path(status["chapters"][0]["directory"]) == learner
     (learner / ".course/hints.json").unlink()
 
@@ -311,9 +312,9 @@ def test_diff_says_when_only_docstrings_and_comments_differ(world: dict[str, Pat
 
 
 def test_version_bare_course_and_help_in_the_learners_order(world: dict[str, Path]) -> None:
-    version = run(world, "--version")
+    version = run_process(world, "--version")
     assert version.returncode == 0 and re.match(r"course \S+", version.stdout)
-    bare = run(world)
+    bare = run_process(world)
     assert bare.returncode == 0 and bare.stderr == "" and "Usage: course" in bare.stdout
     listed = re.findall(r"^  (\w+)\s{2,}", bare.stdout.split("Commands:")[1], re.M)
     assert listed[:8] == ["practice", "test", "watch", "hint", "diff", "redlight", "reset", "status"]
