@@ -37,7 +37,7 @@ def declared(root: Path) -> list[str]:
 
 
 def problems(requirements: list[str]) -> list[str]:
-    """One phrase per requirement this Python does not meet: 'httpx (not installed)', 'trio 0.22.2 (needs >=0.30)'."""
+    """One phrase per requirement this Python does not meet: 'httpx (not installed)', 'trio 0.22.2 (needs >=0.31)'."""
     import importlib.metadata
 
     from packaging.requirements import Requirement  # pytest's own dependency

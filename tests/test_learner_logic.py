@@ -237,7 +237,7 @@ def test_requirements_this_python_does_not_meet_are_each_named() -> None:
         "surely-not-a-real-distribution (not installed)",
         f"pytest {importlib.metadata.version('pytest')} (needs >=999)",
     ]
-    assert "trio>=0.30" in declared(REPO) and not any("extra ==" in r for r in declared(REPO))
+    assert "trio>=0.31" in declared(REPO) and not any("extra ==" in r for r in declared(REPO))
 
 
 @pytest.mark.parametrize("command", [["verify"], ["checkpoint", "01"], ["practice", "01", "never-made"]])
