@@ -60,7 +60,6 @@ class Check:
         return data
 
 
-
 @frozen
 class ChapterTime:
     """How long a chapter's story took in `verify`, or that its stored verdict was reused."""
