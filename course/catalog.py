@@ -120,6 +120,7 @@ class RedLight:
     test: str = key("The node id of the focused test the patch must make fail.")
     fragment: str = key("Text the failure output must show.")
     learn: str = key("What the learner should take away.")
+    by_hand: str = key("How to make the break by hand in the learner's own code, in one or two sentences.", default="")
 
 
 @frozen
