@@ -217,3 +217,14 @@ def test_unknown_chapter_on_the_real_course_lists_the_valid_ones(tmp_path: Path)
         assert result.returncode == 2
         assert "Valid chapters: " + ", ".join(CHAPTERS[nn].name for nn in CHAPTERS) in result.stderr
     assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("nn", CHAPTERS)
+def test_every_red_light_says_how_to_break_it_by_hand(nn: str) -> None:
+    """`course redlight` fits only code written like the target's; each red light also says, in
+    chapter.toml's by_hand, what to change in the learner's own code and what to run then."""
+    chapter = CHAPTERS[nn]
+    for redlight in chapter.redlights:
+        assert redlight.by_hand.strip(), f"{redlight.id} has no by_hand instruction"
+        assert redlight.by_hand.endswith(f"course test {nn}.") or f"course test {nn} (" in redlight.by_hand, redlight.id
+        assert redlight.by_hand.count(". ") <= 1, f"{redlight.id}: one or two sentences"
