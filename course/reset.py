@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 import git
-from attrs import frozen
+from attrs import field, frozen
 
 from course.catalog import Chapter
 from course.errors import CourseError, UsageError
@@ -71,7 +71,7 @@ class ResetPlan:
     directory: Path
     source: Path
     changes: tuple[Change, ...]
-    blanks: Mapping[str, Path] = {}  # files whose starting version is not under `source`
+    blanks: Mapping[str, Path] = field(factory=dict)  # starting versions that are not under `source`
 
     def start_file(self, relative: str) -> Path:
         """The starting version of `relative`: an observe chapter's blanks come from parent."""
@@ -136,6 +136,7 @@ def plan_reset(chapter: Chapter, directory: Path, files: Sequence[str] = ()) -> 
     any other file of the learner (notes, experiments) is left alone.
     """
     source = chapter.practice_start
+    blanks = chapter.practice_blanks
     known = _snapshot_files(source)
     owned = known | set(chapter.teaching_files) | set(chapter.starter_files)
     if files:
@@ -160,11 +161,11 @@ def plan_reset(chapter: Chapter, directory: Path, files: Sequence[str] = ()) -> 
         if relative in known:
             if not (mine.exists() or mine.is_symlink()):
                 changes.append(Change(relative, CREATE))
-            elif _differs(chapter.practice_blanks.get(relative, source / relative), mine):
+            elif _differs(blanks.get(relative, source / relative), mine):
                 changes.append(Change(relative, RESTORE))
         elif mine.exists() or mine.is_symlink():
             changes.append(Change(relative, REMOVE))
-    return ResetPlan(directory=directory, source=source, changes=tuple(changes), blanks=chapter.practice_blanks)
+    return ResetPlan(directory=directory, source=source, changes=tuple(changes), blanks=blanks)
 
 
 def open_practice_repo(directory: Path) -> git.Repo:

@@ -235,7 +235,7 @@ def make_practice_dir(
             build = staging / "dir"
             steps: list[Callable[[], object]] = [
                 lambda: copy_snapshot(source, build),
-                lambda: [shutil.copyfile(blank, build / name) for name, blank in (blanks or {}).items()],
+                lambda: _copy_blanks(blanks or {}, build),
                 lambda: (build / "LEARNING.md").write_text(learning_md, encoding="utf-8"),
                 lambda: (build / ".gitignore").write_text(PRACTICE_GITIGNORE, encoding="utf-8"),
                 lambda: _commit_start(build, message),
@@ -255,6 +255,12 @@ def make_practice_dir(
             raise
         else:
             _clear(staging, created)
+
+
+def _copy_blanks(blanks: Mapping[str, Path], build: Path) -> None:
+    """Lay the blank versions over the copied snapshot (their folders exist: the snapshot has the files)."""
+    for name, blank in blanks.items():
+        shutil.copyfile(blank, build / name)
 
 
 def _make_parents(folder: Path) -> list[Path]:
