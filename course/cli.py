@@ -225,8 +225,11 @@ def practice(ctx: CourseContext, chapter_id: str, directory: str | None, nested:
         run = _run(proofs.first_run, chapter, target)
     red = chapter.first_red_light
     if chapter.mode == "observe":
-        shown = run.outcome == "passed"
-        output.say(f"\nFocused tests: {run.summary()} (observe mode: the target is complete).")
+        blanks = ", ".join(chapter.practice_blanks)
+        # With blanks to fill in, failing tests are the expected start; a run that cannot even collect is not.
+        shown = run.outcome == "passed" or (bool(blanks) and run.outcome == "failed")
+        note = f"; what fails waits for you to fill in {blanks}" if blanks else ""
+        output.say(f"\nFocused tests: {run.summary()} (observe mode: the target is complete{note}).")
     else:
         shown = proofs.red_light_check(chapter, run).ok
         output.say(f"\nFirst red light: {run.summary()}")

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 import git
-from attrs import frozen
+from attrs import field, frozen
 
 from course.catalog import Chapter
 from course.errors import CourseError, UsageError
@@ -71,6 +71,11 @@ class ResetPlan:
     directory: Path
     source: Path
     changes: tuple[Change, ...]
+    blanks: Mapping[str, Path] = field(factory=dict)  # starting versions that are not under `source`
+
+    def start_file(self, relative: str) -> Path:
+        """The starting version of `relative`: an observe chapter's blanks come from parent."""
+        return self.blanks.get(relative, self.source / relative)
 
 
 def _inside(path: Path, directory: Path) -> bool:
@@ -131,6 +136,7 @@ def plan_reset(chapter: Chapter, directory: Path, files: Sequence[str] = ()) -> 
     any other file of the learner (notes, experiments) is left alone.
     """
     source = chapter.practice_start
+    blanks = chapter.practice_blanks
     known = _snapshot_files(source)
     owned = known | set(chapter.teaching_files) | set(chapter.starter_files)
     if files:
@@ -155,11 +161,11 @@ def plan_reset(chapter: Chapter, directory: Path, files: Sequence[str] = ()) -> 
         if relative in known:
             if not (mine.exists() or mine.is_symlink()):
                 changes.append(Change(relative, CREATE))
-            elif _differs(source / relative, mine):
+            elif _differs(blanks.get(relative, source / relative), mine):
                 changes.append(Change(relative, RESTORE))
         elif mine.exists() or mine.is_symlink():
             changes.append(Change(relative, REMOVE))
-    return ResetPlan(directory=directory, source=source, changes=tuple(changes))
+    return ResetPlan(directory=directory, source=source, changes=tuple(changes), blanks=blanks)
 
 
 def open_practice_repo(directory: Path) -> git.Repo:
@@ -365,7 +371,7 @@ def apply_plan(plan: ResetPlan, saved: Mapping[str, tuple[str, bytes] | None] | 
     for change in plan.changes:
         mine = plan.directory / change.path
         now = _fingerprint(_disk_state(mine))
-        goal = None if change.action == REMOVE else _fingerprint(_disk_state(plan.source / change.path))
+        goal = None if change.action == REMOVE else _fingerprint(_disk_state(plan.start_file(change.path)))
         if now == goal:
             continue
         if saved is not None and now != saved.get(change.path):
@@ -375,7 +381,7 @@ def apply_plan(plan: ResetPlan, saved: Mapping[str, tuple[str, bytes] | None] | 
             if change.action == REMOVE:
                 mine.unlink()
             else:
-                _restore(plan.source / change.path, mine)
+                _restore(plan.start_file(change.path), mine)
         except OSError as error:
             refused.append((change.path, str(error.strerror or error)))
     # The last verdict described code that is gone now.

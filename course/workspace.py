@@ -15,7 +15,7 @@ import signal
 import tempfile
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator, Mapping
 
 if TYPE_CHECKING:
     import git
@@ -205,12 +205,17 @@ def start_practice(chapter: Chapter, directory: Path, course_root: Path) -> None
     from course.index import remember
 
     message = f"Start of chapter {chapter.name} ({'target' if chapter.mode == 'observe' else 'parent'})"
-    make_practice_dir(chapter.practice_start, directory, render_learning(chapter), message)
+    make_practice_dir(chapter.practice_start, directory, render_learning(chapter), message, chapter.practice_blanks)
     remember(directory, chapter, course_root)
 
 
-def make_practice_dir(source: Path, directory: Path, learning_md: str, message: str) -> None:
+def make_practice_dir(
+    source: Path, directory: Path, learning_md: str, message: str, blanks: Mapping[str, Path] | None = None
+) -> None:
     """Create `directory` as a git repo holding `source` plus LEARNING.md, all or nothing.
+
+    `blanks` maps relative paths to files that replace `source`'s (an observe
+    chapter's starter files, see Chapter.practice_blanks).
 
     Everything is built in a hidden sibling and renamed into place as the last
     step (rename replaces an empty `directory` atomically), so an error, a full
@@ -230,6 +235,7 @@ def make_practice_dir(source: Path, directory: Path, learning_md: str, message: 
             build = staging / "dir"
             steps: list[Callable[[], object]] = [
                 lambda: copy_snapshot(source, build),
+                lambda: _copy_blanks(blanks or {}, build),
                 lambda: (build / "LEARNING.md").write_text(learning_md, encoding="utf-8"),
                 lambda: (build / ".gitignore").write_text(PRACTICE_GITIGNORE, encoding="utf-8"),
                 lambda: _commit_start(build, message),
@@ -249,6 +255,12 @@ def make_practice_dir(source: Path, directory: Path, learning_md: str, message: 
             raise
         else:
             _clear(staging, created)
+
+
+def _copy_blanks(blanks: Mapping[str, Path], build: Path) -> None:
+    """Lay the blank versions over the copied snapshot (their folders exist: the snapshot has the files)."""
+    for name, blank in blanks.items():
+        shutil.copyfile(blank, build / name)
 
 
 def _make_parents(folder: Path) -> list[Path]:

@@ -1,5 +1,6 @@
-"""Every real chapter: its story holds, its practice dir starts red (green at once in
-observe mode), its teaching-file list is complete, its lesson's code agrees with its target."""
+"""Every real chapter: its story holds, its practice dir starts red (in observe mode: the
+target's code with parent's blanks), its teaching-file list is complete, its lesson's code
+agrees with its target."""
 
 from __future__ import annotations
 
@@ -133,21 +134,49 @@ def snapshot_files(root: Path) -> dict[str, bytes]:
 
 
 @pytest.mark.parametrize("nn", OBSERVE)
-def test_observe_practice_starts_green_and_test_says_so(nn: str, tmp_path: Path) -> None:
+def test_observe_practice_starts_from_target_with_parents_blanks(nn: str, tmp_path: Path) -> None:
+    """The code is the target's, the starter files (what the learner writes) are parent's blanks;
+    the target's filled-in versions make it green, and reset brings the blanks back."""
     chapter = CHAPTERS[nn]
     directory = tmp_path / "work"
     result = course("practice", nn, str(directory))
     assert result.returncode == 0, result.stdout + result.stderr
     total = chapter.expected_passed
-    assert f"Focused tests: {total} passed (observe mode: the target is complete)." in result.stdout
+    assert "(observe mode: the target is complete" in result.stdout
     assert "This is the expected starting point." in result.stdout
     for name in (*chapter.focused_tests, *chapter.teaching_files):
-        assert (directory / name).read_bytes() == (chapter.target / name).read_bytes()
+        start = chapter.parent if name in chapter.starter_files else chapter.target
+        assert (directory / name).read_bytes() == (start / name).read_bytes(), name
 
+    for name in chapter.starter_files:
+        shutil.copyfile(chapter.target / name, directory / name)
     result = course("test", nn, str(directory))
     assert result.returncode == 0, result.stdout
     assert f"[ok]   all focused tests - {total}/{total} passed" in result.stdout
     assert "Green:" in result.stdout
+
+    assert course("reset", nn, str(directory), "--yes").returncode == 0
+    for name in chapter.starter_files:
+        assert (directory / name).read_bytes() == (chapter.parent / name).read_bytes(), name
+
+
+def test_prologue_names_each_prediction_right_or_wrong(tmp_path: Path) -> None:
+    """Chapter 00's predictions.toml starts blank; `course test` says which are missing, wrong and right."""
+    directory = tmp_path / "work"
+    assert course("practice", "00", str(directory)).returncode == 0
+    blank = course("test", "00", str(directory), "--tests")
+    assert blank.returncode == 1
+    assert "prediction turns: not written yet (in predictions.toml)" in blank.stdout
+    assert blank.stdout.count("[failed] test_") == 7, blank.stdout
+
+    predictions = directory / "predictions.toml"
+    text = predictions.read_text(encoding="utf-8")
+    text = text.replace('turns = ""', "turns = 3").replace('tools_start_after = ""', 'tools_start_after = "done"')
+    predictions.write_text(text, encoding="utf-8")
+    judged = course("test", "00", str(directory), "--lab", "0.1", "--tests")
+    assert "prediction turns: you wrote 3, the run shows 2" in judged.stdout
+    assert "[ok]   test_order_prediction[tools_start_after]" in judged.stdout
+    assert "[failed] test_order_prediction[turns]" in judged.stdout
 
 
 def test_practice_never_overwrites_and_refuses_dangerous_dirs(tmp_path: Path) -> None:
@@ -188,3 +217,14 @@ def test_unknown_chapter_on_the_real_course_lists_the_valid_ones(tmp_path: Path)
         assert result.returncode == 2
         assert "Valid chapters: " + ", ".join(CHAPTERS[nn].name for nn in CHAPTERS) in result.stderr
     assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("nn", CHAPTERS)
+def test_every_red_light_says_how_to_break_it_by_hand(nn: str) -> None:
+    """`course redlight` fits only code written like the target's; each red light also says, in
+    chapter.toml's by_hand, what to change in the learner's own code and what to run then."""
+    chapter = CHAPTERS[nn]
+    for redlight in chapter.redlights:
+        assert redlight.by_hand.strip(), f"{redlight.id} has no by_hand instruction"
+        assert redlight.by_hand.endswith(f"course test {nn}.") or f"course test {nn} (" in redlight.by_hand, redlight.id
+        assert redlight.by_hand.count(". ") <= 1, f"{redlight.id}: one or two sentences"

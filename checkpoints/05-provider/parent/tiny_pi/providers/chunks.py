@@ -13,8 +13,9 @@ a block's text is kept as a list of pieces, and an event's partial is a
 `LazyPartial` that remembers how many pieces each block had. The text is
 joined only if somebody reads that partial.
 
-Lab 5.3 starter: the names are given; write the bodies (and the state the
-assembler needs in `__init__`).
+Labs 5.3 to 5.5 starter: the names are given; write the bodies (and the
+state the assembler needs in `__init__`). Each stub names the lab that
+first needs it.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def stop_reason_for(finish_reason: str | None, has_calls: bool) -> StopReason:
 
 def usage_from_wire(wire: object, path: str = "usage") -> Usage:
     """The usage ledger: prompt tokens split into fresh input, cache reads and cache writes."""
-    raise NotImplementedError("lab 5.3: the usage ledger")
+    raise NotImplementedError("lab 5.4: the usage ledger")
 
 
 def wire_index(fragment: dict[str, Any], path: str) -> int | None:
