@@ -185,8 +185,8 @@ def result_lines(
         failing = next((check.run for check in checks if not check.ok and check.run is not None), None)
         if failing is not None:
             lines += [] if verdict_first else [""]
-            lines += [f"  {line}" for line in failure_digest(failing, chapter)]
-            if verbose_hint and not verbose and first_failure(failing) is not None:
+            lines += [f"  {line}" for line in failure_digest(failing, chapter, lab=lab)]
+            if verbose_hint and not verbose and first_failure(failing, lab) is not None:
                 lines.append(f"  the whole pytest report: {verbose_hint}")
     for redlight in update.done:
         lines.append(f"Red light {redlight.id} done: it failed as predicted, and your code is green again.")
