@@ -318,7 +318,7 @@ def test_diff_says_when_only_docstrings_and_comments_differ(world: dict[str, Pat
     adder = world["learner"] / "tiny_pi/adder.py"
     adder.write_text('def add(a, b):\n\n    # the sum\n    return a + b\n')
     result = run(world, "diff", cwd=world["learner"])
-    assert result.returncode == 1
+    assert result.returncode == 0, "green code written differently is a successful comparison, no deviation"
     assert "tiny_pi/adder.py: the same code as the target;" in result.stdout
     assert "only docstrings, comments and layout" in result.stdout
     adder.write_text(WRONG)
