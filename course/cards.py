@@ -121,8 +121,9 @@ def render_learning(chapter: Chapter) -> str:
         ]
     parts += ["## Red-light exercises", ""]
     for redlight in chapter.redlights:
+        by_hand = f"by hand: {redlight.by_hand}" if redlight.by_hand else "the lesson says what to change by hand"
         parts += [
-            f"- **{redlight.id} {redlight.title}** - the lesson says what to change by hand "
+            f"- **{redlight.id} {redlight.title}** - {by_hand} "
             f"(`course redlight --id {redlight.id}` changes it only while your code still matches "
             f"the target's lines; `--revert` restores); "
             f"`{redlight.test}` must then fail. {redlight.learn}",

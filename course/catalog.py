@@ -120,6 +120,17 @@ class RedLight:
     test: str = key("The node id of the focused test the patch must make fail.")
     fragment: str = key("Text the failure output must show.")
     learn: str = key("What the learner should take away.")
+    by_hand: str = key(
+        "The break to make by hand, by behaviour and with names the lesson introduced; `course redlight` "
+        "repeats it when its patch does not fit the learner's code (without it: the title and the lesson).",
+        default="",
+    )
+
+    def by_hand_instruction(self) -> str:
+        """What to break when the patch does not fit: the chapter's words, or the lesson's section by its title."""
+        if self.by_hand:
+            return self.by_hand
+        return f"{self.title}, as the lesson's red-light exercise {self.id} says."
 
 
 @frozen

@@ -157,7 +157,7 @@ def apply(directory: Path, chapter: Chapter, redlight: RedLight, revert: bool = 
             )
         raise CourseError(
             f"red light {redlight.id}'s patch does not fit your code ({problem}): it was written against "
-            f"the target's lines. Nothing was changed; break your code by hand as the lesson says: {redlight.title}."
+            f"the target's lines. Nothing was changed; break your code by hand: {redlight.by_hand_instruction()}"
         )
     done = _git_apply(directory, patch, *flags)
     if done.returncode != 0:
