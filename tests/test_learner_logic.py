@@ -274,3 +274,23 @@ def test_course_test_lab_shows_the_first_failure_of_that_lab_not_of_another() ->
     assert "  first failure: tests/test_01_adder.py::test_add_small" in lines
     assert "  E   assert 0 == 3" in lines and not any("test_add_big" in line or "0 == 30" in line for line in lines)
     assert digest(run, CHAPTER)[0] == "first failure: tests/test_01_adder.py::test_add_big", "no lab: the run's first"
+
+
+def test_status_after_the_last_chapter_names_the_first_chapter_not_done_or_says_complete(tmp_path: Path) -> None:
+    """Started at the last chapter and finished it: the earlier chapters are what is left."""
+    import attrs
+
+    from course.status import ChapterProgress, StatusReport
+
+    last_chapter = attrs.evolve(CHAPTER, number=2, slug="last")
+    green = LastTest(chapter=last_chapter.name, lab=None, ok=True, when="",
+                     checks=tuple(CheckVerdict("lab", lab.id, lab.title, True) for lab in last_chapter.labs))
+    done = RedLightState(last_chapter.name, {"1.R1": "done"})
+    finished = ChapterProgress(last_chapter, tmp_path / "p2", True, green, done)
+    first = ChapterProgress(CHAPTER, tmp_path / "p1", False, None)
+    step = StatusReport((first, finished)).next_step()
+    assert step == "`course practice 01`", step
+    first_done = ChapterProgress(CHAPTER, tmp_path / "p1", True, attrs.evolve(green, chapter=CHAPTER.name),
+                                 RedLightState(CHAPTER.name, {"1.R1": "done"}))
+    assert StatusReport((first_done, finished)).next_step() == (
+        "the course is complete: all 2 chapters are green, their red lights done")
