@@ -289,7 +289,24 @@ def integrity_checks(catalog: Catalog, chapter: Chapter) -> list[Check]:
             actual="; ".join(problems) if problems else "the lesson's card and red-light note match chapter.toml",
         )
     )
+    checks.append(_test_labels_check(chapter))
     return checks + depth_checks(chapter)
+
+
+def _test_labels_check(chapter: Chapter) -> Check:
+    """`# Lab N.M` section labels of the focused test files name the lab whose tests follow (parent and target)."""
+    from course.dev.section_labels import label_problems  # author-only, like depth_checks
+
+    problems = [f"{snapshot.name}/{problem}" for snapshot in (chapter.parent, chapter.target)
+                for problem in label_problems(chapter, snapshot)]
+    return Check(
+        chapter=chapter.name,
+        kind="test-labels",
+        name="section labels of the focused tests name the lab whose tests follow",
+        ok=not problems,
+        expected="each `# Lab N.M` label is followed by tests of lab N.M only",
+        actual="; ".join(problems) if problems else "they do",
+    )
 
 
 def depth_checks(chapter: Chapter) -> list[Check]:
