@@ -16,6 +16,7 @@ from course.results import RunResult
 KINDS = (
     "first-red-light", "lab", "focused", "earlier", "redlight", "lineage", "card", "readme",
     "copy-share", "messages", "hint-rungs", "lesson-length", "note", "test-labels",
+    "predictions",
 )
 
 

@@ -320,6 +320,7 @@ def depth_checks(chapter: Chapter) -> list[Check]:
         rung_problems,
         unstated_messages,
     )
+    from course.dev.predictions import prediction_problems
 
     checks = []
     if chapter.mode == "rebuild":
@@ -356,6 +357,17 @@ def depth_checks(chapter: Chapter) -> list[Check]:
             ok=not problems,
             expected="every last rung's `# file:` excerpts match the target and show whole functions",
             actual="; ".join(problems) if problems else "they do",
+        )
+    )
+    unfolded = prediction_problems(chapter.lesson.read_text(encoding="utf-8"))
+    checks.append(
+        Check(
+            chapter=chapter.name,
+            kind="predictions",
+            name="every prediction's answer is folded, never on the prompt's screen",
+            ok=not unfolded,
+            expected="after each **Predict prompt, a <details> block before any # output block, in its section or the next",
+            actual="; ".join(unfolded) if unfolded else "they are",
         )
     )
     length = lesson_length(chapter)

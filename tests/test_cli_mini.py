@@ -121,7 +121,7 @@ def test_verify_json_reports_every_check_per_chapter(mini_course: Path) -> None:
     document = json.loads(result.stdout)
     assert result.returncode == 0 and document["ok"] is True
     kinds = {check["kind"] for check in document["checks"]}
-    assert kinds == {"first-red-light", "focused", "lab", "redlight", "lineage", "card", "copy-share", "messages", "hint-rungs", "lesson-length", "test-labels"}
+    assert kinds == {"first-red-light", "focused", "lab", "redlight", "lineage", "card", "copy-share", "messages", "hint-rungs", "lesson-length", "test-labels", "predictions"}
     assert tree_hash(mini_course / "checkpoints") == before
 
 
