@@ -299,14 +299,16 @@ def _test_labels_check(chapter: Chapter) -> Check:
 
     problems = [f"{snapshot.name}/{problem}" for snapshot in (chapter.parent, chapter.target)
                 for problem in label_problems(chapter, snapshot)]
-    return Check(
-        chapter=chapter.name,
-        kind="test-labels",
-        name="section labels of the focused tests name the lab whose tests follow",
-        ok=not problems,
-        expected="each `# Lab N.M` label is followed by tests of lab N.M only",
-        actual="; ".join(problems) if problems else "they do",
+    return _problems_check(
+        chapter, "test-labels", "section labels of the focused tests name the lab whose tests follow",
+        "each `# Lab N.M` label is followed by tests of lab N.M only", problems, "they do",
     )
+
+
+def _problems_check(chapter: Chapter, kind: str, name: str, expected: str, problems: list[str], fine: str) -> Check:
+    """A file-only check that holds when it found no problem; its problems, joined, are what happened."""
+    return Check(chapter=chapter.name, kind=kind, name=name, ok=not problems, expected=expected,
+                 actual="; ".join(problems) if problems else fine)
 
 
 def depth_checks(chapter: Chapter) -> list[Check]:
@@ -359,17 +361,11 @@ def depth_checks(chapter: Chapter) -> list[Check]:
             actual="; ".join(problems) if problems else "they do",
         )
     )
-    unfolded = prediction_problems(chapter.lesson.read_text(encoding="utf-8"))
-    checks.append(
-        Check(
-            chapter=chapter.name,
-            kind="predictions",
-            name="every prediction's answer is folded, never on the prompt's screen",
-            ok=not unfolded,
-            expected="after each **Predict prompt, a <details> block before any # output block, in its section or the next",
-            actual="; ".join(unfolded) if unfolded else "they are",
-        )
-    )
+    checks.append(_problems_check(
+        chapter, "predictions", "every prediction's answer is folded, never on the prompt's screen",
+        "after each **Predict prompt, a <details> block before any # output block, in its section or the next",
+        prediction_problems(chapter.lesson.read_text(encoding="utf-8")), "they are",
+    ))
     length = lesson_length(chapter)
     checks.append(
         Check(
