@@ -99,6 +99,12 @@ def test_the_prediction_check_names_an_answer_shown_unfolded() -> None:
     assert prediction_problems(far) == ["line 1: no folded answer (`<details>`) in this section or the next"]
     assert prediction_problems("**Predict:** which?\n\nIt is that one.\n") == [
         "line 1: no folded answer (`<details>`) after the prediction"]
+    answered_by_prose = ("**Predict:** which?\n\nIt is that one.\n\n### Next\n\n**Predict:** and now?\n\n"
+                         "<details>\n\nthis\n</details>\n")
+    assert prediction_problems(answered_by_prose) == [
+        "line 1: no folded answer (`<details>`) before the next prediction (line 7)"], "the next one's fold is not its"
+    asked_at_once = "**Predict 1:** a?\n\n**Predict 2:** b?\n\n<details>\n\nboth\n</details>\n"
+    assert prediction_problems(asked_at_once) == []
 
 
 def course_show(chapter) -> str:  # type: ignore[no-untyped-def]

@@ -8,7 +8,9 @@ key is folded: in a `<details>` block (`course show` folds it until
 `--answers`; LEARNING.md holds no lesson text). The check reads the lesson's
 lines: after a prompt, the next `<details>` block opens before any `# output`
 block (a shown run is an answer) and with at most one heading between the two
-(the answer is in the prompt's section or the one right after it).
+(the answer is in the prompt's section or the one right after it), and
+before the next prediction, unless that one follows with nothing but prose
+between (a few predictions asked at once, answered together).
 """
 
 from __future__ import annotations
@@ -36,8 +38,7 @@ def prediction_problems(text: str) -> list[str]:
         if stripped.startswith(FENCE):
             fence = stripped[len(FENCE):].strip()
             following = lines[number].strip() if number < len(lines) else ""
-            if fence.startswith("text") and following == OUTPUT:
-                events.append((number, "output"))
+            events.append((number, "output" if fence.startswith("text") and following == OUTPUT else "block"))
             continue
         if PROMPT.match(line):
             events.append((number, "prompt"))
@@ -50,9 +51,14 @@ def prediction_problems(text: str) -> list[str]:
         if kind != "prompt":
             continue
         headings = 0
+        passed = False  # a heading or a code block since the prompt: the prompt's own lines are over
         for later, what in events[index + 1:]:
             if what == "fold":
                 break
+            if what == "prompt" and passed:
+                problems.append(f"line {number}: no folded answer (`<details>`) before the next prediction (line {later})")
+                break
+            passed = passed or what in ("heading", "block")
             if what == "output":
                 problems.append(f"line {number}: the prediction's answer is shown unfolded (the output at line {later})")
                 break
