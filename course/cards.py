@@ -99,7 +99,15 @@ def render_redlight_note(chapter: Chapter) -> str:
 
 
 def render_learning(chapter: Chapter) -> str:
-    """LEARNING.md of a practice dir: the card plus how to work in this directory."""
+    """LEARNING.md of a practice dir: the card plus how to work in this directory.
+
+    It holds no answer to a prediction: the lesson folds those (course.dev.predictions),
+    and LEARNING.md lies open in the learner's editor. So a lab that asks for a
+    prediction (its title starts with "Predict") is listed without its goal, which
+    states what the prediction should have been, and a red-light exercise without
+    the test that fails and its lesson, which the learner is asked to predict.
+    """
+    answers = f"`course show {chapter.nn} --answers`"
     parts = [
         f"# Chapter {chapter.nn}: {chapter.title}",
         "",
@@ -108,10 +116,13 @@ def render_learning(chapter: Chapter) -> str:
         "",
     ]
     for lab in chapter.labs:
+        goal = lab.goal or ""
+        if lab.title.startswith("Predict"):
+            goal = f"A prediction: write yours down first; the lesson folds the answer ({answers} opens it)."
         parts += [
             f"### Lab {lab.id}: {lab.title}",
             "",
-            lab.goal or "",
+            goal,
             "",
             f"- with the course tool: `{course_test(chapter, lab)}`",
             f"- plain pytest, in this directory: `{plain_pytest(chapter, lab)}`",
@@ -121,11 +132,13 @@ def render_learning(chapter: Chapter) -> str:
         ]
     parts += ["## Red-light exercises", ""]
     for redlight in chapter.redlights:
+        by_hand = f"by hand: {redlight.by_hand}" if redlight.by_hand else "the lesson says what to change by hand"
         parts += [
-            f"- **{redlight.id} {redlight.title}** - the lesson says what to change by hand "
+            f"- **{redlight.id} {redlight.title}** - {by_hand} "
             f"(`course redlight --id {redlight.id}` changes it only while your code still matches "
             f"the target's lines; `--revert` restores); "
-            f"`{redlight.test}` must then fail. {redlight.learn}",
+            f"predict which test fails and how, then run `{course_test(chapter)}` while it is broken; "
+            f"the lesson's red-light section has the answer",
         ]
     parts += [
         "",

@@ -120,7 +120,17 @@ class RedLight:
     test: str = key("The node id of the focused test the patch must make fail.")
     fragment: str = key("Text the failure output must show.")
     learn: str = key("What the learner should take away.")
-    by_hand: str = key("How to make the break by hand in the learner's own code, in one or two sentences.", default="")
+    by_hand: str = key(
+        "The break to make by hand, by behaviour and with names the lesson introduced; `course redlight` "
+        "repeats it when its patch does not fit the learner's code (without it: the title and the lesson).",
+        default="",
+    )
+
+    def by_hand_instruction(self) -> str:
+        """What to break when the patch does not fit: the chapter's words, or the lesson's section by its title."""
+        if self.by_hand:
+            return self.by_hand
+        return f"{self.title}, as the lesson's red-light exercise {self.id} says."
 
 
 @frozen
@@ -131,10 +141,7 @@ class Chapter:
     number: int = key("The NN of the chapter's directory.")
     slug: str = key("The slug of the chapter's directory.")
     title: str = key("The chapter's title, as the lesson and `course list` show it.")
-    mode: str = key(
-        "rebuild: practice starts from parent; observe: practice exports target, with parent's starter files (blanks the learner fills in).",
-        choices=MODES,
-    )
+    mode: str = key("rebuild: practice starts from parent; observe: practice exports target.", choices=MODES)
     summary: str = key("One line shown by `course list`.")
     teaching_files: tuple[str, ...] = key(
         "What the learner writes, relative to a snapshot.", relative_paths=True
@@ -196,18 +203,6 @@ class Chapter:
     def practice_start(self) -> Path:
         """The snapshot a learner's practice dir starts from."""
         return self.target if self.mode == "observe" else self.parent
-
-    @property
-    def practice_blanks(self) -> dict[str, Path]:
-        """Files a practice dir takes from parent although it starts from target.
-
-        An observe chapter's learner writes only its starter files (chapter 00's
-        predictions): target holds them filled in, which proves the chapter,
-        and a practice dir must start with parent's blank ones, not the answers.
-        """
-        if self.mode != "observe":
-            return {}
-        return {name: self.parent / name for name in self.starter_files}
 
     def lab(self, lab_id: str) -> Lab:
         for lab in self.labs:

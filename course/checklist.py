@@ -15,7 +15,8 @@ from course.results import RunResult
 # What a check is about; a lab check also names its lab in `Check.lab`.
 KINDS = (
     "first-red-light", "lab", "focused", "earlier", "redlight", "lineage", "card", "readme",
-    "copy-share", "messages", "hint-rungs", "lesson-length", "note",
+    "copy-share", "messages", "hint-rungs", "lesson-length", "note", "test-labels",
+    "predictions",
 )
 
 

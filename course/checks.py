@@ -289,7 +289,26 @@ def integrity_checks(catalog: Catalog, chapter: Chapter) -> list[Check]:
             actual="; ".join(problems) if problems else "the lesson's card and red-light note match chapter.toml",
         )
     )
+    checks.append(_test_labels_check(chapter))
     return checks + depth_checks(chapter)
+
+
+def _test_labels_check(chapter: Chapter) -> Check:
+    """`# Lab N.M` section labels of the focused test files name the lab whose tests follow (parent and target)."""
+    from course.dev.section_labels import label_problems  # author-only, like depth_checks
+
+    problems = [f"{snapshot.name}/{problem}" for snapshot in (chapter.parent, chapter.target)
+                for problem in label_problems(chapter, snapshot)]
+    return _problems_check(
+        chapter, "test-labels", "section labels of the focused tests name the lab whose tests follow",
+        "each `# Lab N.M` label is followed by tests of lab N.M only", problems, "they do",
+    )
+
+
+def _problems_check(chapter: Chapter, kind: str, name: str, expected: str, problems: list[str], fine: str) -> Check:
+    """A file-only check that holds when it found no problem; its problems, joined, are what happened."""
+    return Check(chapter=chapter.name, kind=kind, name=name, ok=not problems, expected=expected,
+                 actual="; ".join(problems) if problems else fine)
 
 
 def depth_checks(chapter: Chapter) -> list[Check]:
@@ -303,6 +322,7 @@ def depth_checks(chapter: Chapter) -> list[Check]:
         rung_problems,
         unstated_messages,
     )
+    from course.dev.predictions import prediction_problems
 
     checks = []
     if chapter.mode == "rebuild":
@@ -341,6 +361,11 @@ def depth_checks(chapter: Chapter) -> list[Check]:
             actual="; ".join(problems) if problems else "they do",
         )
     )
+    checks.append(_problems_check(
+        chapter, "predictions", "every prediction's answer is folded, never on the prompt's screen",
+        "after each **Predict prompt, a <details> block before any # output block, in its section or the next",
+        prediction_problems(chapter.lesson.read_text(encoding="utf-8")), "they are",
+    ))
     length = lesson_length(chapter)
     checks.append(
         Check(

@@ -153,14 +153,23 @@ def show(ctx: CourseContext, chapter_id: str | None, pager: bool | None, answers
 @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
 @pass_context
 def checkpoint(ctx: CourseContext, chapter_id: str, as_json: bool) -> None:
-    """Locate a chapter's parent and target and prove its story holds (for authors)."""
+    """Locate a chapter's parent and target and prove its story holds (for authors).
+
+    Inside a practice dir it says that it proves the course's chapter, not the
+    code there, points to `course test`, and advertises no answer.
+    """
     from course import checks as proofs
     chapter = ctx.chapter(chapter_id)
     require_git()  # the red-light exercises are git patches
     require_dependencies(ctx.root)
+    in_practice = _here() is not None
+    mine = (f"This proves the course's own chapter {chapter.nn} (its parent, target and red-light patches), "
+            "not the code of your practice dir; your code: `course test`")
     if not as_json:
         output.chapter_header(chapter)
-        output.locations(chapter)
+        if in_practice:
+            output.say(f"  {mine}", fg="yellow")
+        output.locations(chapter, answer=not in_practice)
         output.say("\nProving the story, each check in its own throw-away copy:")
     started = time.monotonic()
     with output.progress(f"Proving chapter {chapter.nn}", enabled=not as_json):
@@ -171,6 +180,8 @@ def checkpoint(ctx: CourseContext, chapter_id: str, as_json: bool) -> None:
     else:
         output.checklist(checks)
         output.summary_line(checks, duration, f"Chapter {chapter.nn}: the story holds", f"Chapter {chapter.nn}: the story does NOT hold")
+        if in_practice:
+            output.say(f"{mine}.")
     sys.exit(0 if all(check.ok for check in checks) else 1)
 
 

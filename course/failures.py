@@ -48,9 +48,16 @@ class Frame:
         return f"{self.file}:{self.line}"
 
 
-def first_failure(run: RunResult) -> TestCase | None:
+def first_failure(run: RunResult, lab: Lab | None = None) -> TestCase | None:
+    """The first test that failed; with `lab`, the first of that lab's (or a file that failed to import).
+
+    One run of the focused files answers `course test --lab`, so another lab's
+    failure is in it too; the learner asked about this lab, and is shown its own.
+    """
     for case in run.tests:
-        if case.outcome in (FAILED, "error"):
+        if case.outcome not in (FAILED, "error"):
+            continue
+        if lab is None or not case.name or lab.selects(case.node_id):
             return case
     return None
 
@@ -160,11 +167,11 @@ def fix_pointer(chapter: Chapter, found: list[Frame], lab: Lab | None = None) ->
     return [f"the fix belongs in {files} ({noun})"] if files else []
 
 
-def digest(run: RunResult, chapter: Chapter, max_lines: int = 14) -> list[str]:
-    """A few lines: which test failed first, the line pytest points at, the error, where to fix it."""
+def digest(run: RunResult, chapter: Chapter, max_lines: int = 14, lab: Lab | None = None) -> list[str]:
+    """A few lines: which test failed first (of `lab`, when given), the line pytest points at, the error, where to fix it."""
     if run.outcome == TIMEOUT:
         return [run.summary()]
-    case = first_failure(run)
+    case = first_failure(run, lab)
     if case is None and run.outcome == CRASHED:
         return [run.summary()]
     if case is None:

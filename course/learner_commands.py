@@ -4,8 +4,9 @@ Only parsing and printing live here; each command's logic is in its own
 module (watch, hints, learner_diff, status, reset). `register` adds the
 commands to the `course` group, so cli.py needs one import and one call.
 
-Exit codes as everywhere: 0 success, 1 a check deviated (red tests, files
-that differ, a declined reset), 2 usage or input error (course.errors.UsageError).
+Exit codes as everywhere: 0 success, 1 a check deviated (red tests, a declined
+reset), 2 usage or input error (course.errors.UsageError). A comparison is not
+a check: `course diff` exits 0 whenever it compared, whatever differs.
 """
 
 from __future__ import annotations
@@ -165,8 +166,10 @@ def diff_command(ctx: CourseContext, chapter_id: str | None, directory: str | No
                  parent_target: bool, as_json: bool) -> None:
     """Your teaching files against the target: which differ and how; the code only with --show.
 
-    With --target, the chapter's parent -> target diff instead. Exits 0 when
-    every teaching file matches the target and 1 when one differs, like diff(1).
+    With --target, the chapter's parent -> target diff instead. Exits 0
+    whenever the comparison was made: green code written differently is no
+    deviation, so what differs is the output (`same` and `same_code` in --json),
+    not the exit status; 2 when there is nothing to compare (usage or input).
     """
     if parent_target:
         from course.target_diff import target_diff
@@ -188,7 +191,7 @@ def diff_command(ctx: CourseContext, chapter_id: str | None, directory: str | No
                     "same": not differ, "same_code": all(f.status == SAME or f.same_code for f in files),
                     "files": [f.to_json() for f in files], "tests_and_config_not_used": not_used}
         click.echo(json.dumps(document, indent=2))
-        sys.exit(1 if differ else 0)
+        return
     output.say(f"Your teaching files in {output.display_path(target)} against the target of chapter {chapter.name}:")
     for item in files:
         colour = "green" if item.status == SAME or item.same_code else "yellow" if item.status == MISSING else "red"
@@ -205,7 +208,6 @@ def diff_command(ctx: CourseContext, chapter_id: str | None, directory: str | No
                 click.echo(click.style(line, fg=line_colour(line)))
     elif differ:
         output.say(f"Predict what differs, then look: `{place.command('diff', '--show')}`")
-    sys.exit(1 if differ else 0)
 
 
 # status ---------------------------------------------------------------------------

@@ -185,8 +185,8 @@ def result_lines(
         failing = next((check.run for check in checks if not check.ok and check.run is not None), None)
         if failing is not None:
             lines += [] if verdict_first else [""]
-            lines += [f"  {line}" for line in failure_digest(failing, chapter)]
-            if verbose_hint and not verbose and first_failure(failing) is not None:
+            lines += [f"  {line}" for line in failure_digest(failing, chapter, lab=lab)]
+            if verbose_hint and not verbose and first_failure(failing, lab) is not None:
                 lines.append(f"  the whole pytest report: {verbose_hint}")
     for redlight in update.done:
         lines.append(f"Red light {redlight.id} done: it failed as predicted, and your code is green again.")
@@ -203,13 +203,18 @@ def chapter_header(chapter: Chapter) -> None:
     say(f"  {chapter.summary}")
 
 
-def locations(chapter: Chapter) -> None:
-    """Where the chapter lives, without showing the answer; every command works from any dir."""
+def locations(chapter: Chapter, answer: bool = True) -> None:
+    """Where the chapter lives, without showing the answer; every command works from any dir.
+
+    `answer=False` (a learner in a practice dir) leaves out the way to the target diff.
+    """
     say(f"  parent:         {chapter.parent}")
     say(f"  target:         {chapter.target}")
     say(f"  lesson:         course show {chapter.nn}")
     say("  teaching files: " + ", ".join(chapter.teaching_files))
     say("  focused tests:  " + ", ".join(chapter.focused_tests))
+    if not answer:
+        return
     say("  target diff:    predict first, then look:")
     say(f"                  course diff {chapter.nn} --target          (which files change, and how much)")
     say(f"                  course diff {chapter.nn} --target --show   (the code)")

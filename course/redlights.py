@@ -32,11 +32,13 @@ DONE = "done"
 
 @frozen
 class RedLightState:
-    """Per exercise id: "seen" (broken as predicted, not yet green again) or "done"; and patches applied."""
+    """Per exercise id: "seen" (broken as predicted, not yet green again) or "done"; patches applied;
+    and whether the last whole-chapter run was green (`course test --lab` runs leave that as it is)."""
 
     chapter: str
     states: dict[str, str]
     applied: tuple[str, ...] = ()
+    green: bool = False
 
     def pending(self, chapter: Chapter) -> RedLight | None:
         """The first exercise not done yet."""
@@ -57,11 +59,12 @@ def read(directory: Path, chapter: Chapter) -> RedLightState:
     states = {str(k): v for k, v in raw.items() if v in (SEEN, DONE)} if isinstance(raw, dict) else {}
     applied = data.get("applied")
     kept = tuple(str(a) for a in applied) if isinstance(applied, list) else ()
-    return RedLightState(chapter.name, states, kept)
+    return RedLightState(chapter.name, states, kept, data.get("green") is True)
 
 
 def _write(directory: Path, state: RedLightState) -> None:
-    document = {"chapter": state.chapter, "states": state.states, "applied": list(state.applied)}
+    document = {"chapter": state.chapter, "states": state.states, "applied": list(state.applied),
+                "green": state.green}
     write_state(directory, STATE_FILE, json.dumps(document, indent=2))
 
 
@@ -87,19 +90,21 @@ class Update:
 
 
 def record(directory: Path, chapter: Chapter, run: RunResult | None, green: bool, full: bool,
-           was_green: bool = True) -> Update:
+           was_green: bool = False) -> Update:
     """Note what the run says about the exercises; a green full run completes every one seen.
 
     A failure is taken for an exercise only when it can be one: the code was
-    green before (`was_green`: the previous full run passed), the exercise's
-    patch was applied with `course redlight`, or it was already seen. A
-    learner still writing lab 2.2 whose code fails the way 2.R2 documents
-    has not broken anything on purpose, and is not told to "restore" it.
+    green before (the last whole-chapter run before this one passed, however
+    many `--lab` runs came in between; `was_green` says so for a record kept
+    before the state held it), the exercise's patch was applied with `course
+    redlight`, or it was already seen. A learner still writing lab 2.2 whose
+    code fails the way 2.R2 documents has not broken anything on purpose, and
+    is not told to "restore" it.
     """
     state = read(directory, chapter)
     states = dict(state.states)
     seen = recognised(chapter, run) if run is not None and not green else None
-    if seen is not None and not (was_green or seen.id in state.applied or states.get(seen.id) == SEEN):
+    if seen is not None and not (was_green or state.green or seen.id in state.applied or states.get(seen.id) == SEEN):
         seen = None
     if seen is not None and states.get(seen.id) != DONE:
         states[seen.id] = SEEN
@@ -108,7 +113,7 @@ def record(directory: Path, chapter: Chapter, run: RunResult | None, green: bool
         done = tuple(r for r in chapter.redlights if states.get(r.id) == SEEN)
         for redlight in done:
             states[redlight.id] = DONE
-    new = RedLightState(chapter.name, states, state.applied)
+    new = RedLightState(chapter.name, states, state.applied, green if full else state.green)
     if new != state:
         _write(directory, new)
     return Update(seen=seen, done=done, state=new)
@@ -152,13 +157,13 @@ def apply(directory: Path, chapter: Chapter, redlight: RedLight, revert: bool = 
             )
         raise CourseError(
             f"red light {redlight.id}'s patch does not fit your code ({problem}): it was written against "
-            f"the target's lines. Nothing was changed; break your code by hand as the lesson says: {redlight.title}."
+            f"the target's lines. Nothing was changed; break your code by hand: {redlight.by_hand_instruction()}"
         )
     done = _git_apply(directory, patch, *flags)
     if done.returncode != 0:
         raise CourseError(f"git apply failed in {directory}: {done.stderr.strip()}")
     applied = [a for a in state.applied if a != redlight.id] + ([] if revert else [redlight.id])
-    _write(directory, RedLightState(chapter.name, dict(state.states), tuple(applied)))
+    _write(directory, RedLightState(chapter.name, dict(state.states), tuple(applied), state.green))
     files = [line[4:].split("\t")[0].removeprefix("b/") for line in patch.read_text(encoding="utf-8").splitlines()
              if line.startswith("+++ ") and not line.startswith("+++ /dev/null")]
     return files

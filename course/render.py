@@ -4,7 +4,7 @@ A lesson is Markdown. In a terminal, rich renders its headings, code blocks
 (highlighted with the terminal's own palette, so light and dark themes both
 read) and tables. Piped into a file, a pager or grep, the Markdown source is
 the most useful plain text there is, so it goes out as it is written. A
-`<details>` block (a lesson's answer key) folds on a web page; rich would print
+`<details>` block (a lesson's answer key, or the answer to a prediction) folds on a web page; rich would print
 it open, and so would `course show | less`, so it is folded by hand, in a
 terminal and in a pipe alike, until the learner asks for it. NO_COLOR
 (https://no-color.org) turns colour off everywhere: rich honours it itself,
@@ -44,7 +44,8 @@ def lesson_console(stream: TextIO | None = None) -> "Console":
     return console
 
 
-DETAILS = re.compile(r"^<details>\s*\n(?:<summary>(.*?)</summary>\s*\n)?(.*?)^</details>\s*$", re.M | re.S)
+# A block opens with `<details>`, its `<summary>` on the same line or the next one (optional).
+DETAILS = re.compile(r"^<details>\s*(?:<summary>(.*?)</summary>[ \t]*\n)?(.*?)^</details>[ \t]*$", re.M | re.S)
 
 
 def fold_details(text: str, how_to_open: str) -> str:

@@ -141,21 +141,27 @@ class StatusReport:
         return sum(1 for progress in self.chapters if progress.state in states)
 
     def next_step(self) -> str:
-        """The first chapter that is not green decides what to do next."""
+        """The first chapter that is not done decides what to do next.
+
+        A started chapter not green, or with a red-light exercise left, comes
+        first; then the chapter after the last one started; then the first one
+        not started (a learner who began in the middle has earlier ones left).
+        When every chapter is done, the course is complete.
+        """
         started = [p for p in self.chapters if p.state != NOT_STARTED]
         for progress in started:
             if progress.state != GREEN:
                 return progress.next_step()
         later = [p for p in self.chapters if p.state == NOT_STARTED]
+        for progress in started:
+            if progress.redlights is not None and progress.redlights.pending(progress.chapter) is not None:
+                return progress.next_step()
+        after = [p for p in later if not started or p.chapter.number > started[-1].chapter.number]
+        if after or later:
+            return (after or later)[0].next_step()
         if started:
-            for progress in started:
-                if progress.redlights is not None and progress.redlights.pending(progress.chapter) is not None:
-                    return progress.next_step()
-            after = [p for p in later if p.chapter.number > started[-1].chapter.number]
-            if after:
-                return after[0].next_step()
-            return started[-1].next_step()
-        return later[0].next_step() if later else "add a chapter"
+            return f"the course is complete: all {len(started)} chapters are green, their red lights done"
+        return "add a chapter"
 
     def summary(self) -> str:
         return (

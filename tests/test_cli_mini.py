@@ -121,7 +121,7 @@ def test_verify_json_reports_every_check_per_chapter(mini_course: Path) -> None:
     document = json.loads(result.stdout)
     assert result.returncode == 0 and document["ok"] is True
     kinds = {check["kind"] for check in document["checks"]}
-    assert kinds == {"first-red-light", "focused", "lab", "redlight", "lineage", "card", "copy-share", "messages", "hint-rungs", "lesson-length"}
+    assert kinds == {"first-red-light", "focused", "lab", "redlight", "lineage", "card", "copy-share", "messages", "hint-rungs", "lesson-length", "test-labels", "predictions"}
     assert tree_hash(mini_course / "checkpoints") == before
 
 
@@ -142,3 +142,16 @@ def test_a_course_jobs_that_is_not_a_whole_number_of_at_least_one_is_refused(min
     result = mini(mini_course, "checkpoint", "1", env={"COURSE_JOBS": value})
     assert result.returncode == 2
     assert result.stderr == f"course: COURSE_JOBS must be a whole number of at least 1, not {value!r}\n"
+
+
+def test_checkpoint_in_a_practice_dir_says_it_proves_the_course_and_points_to_course_test(
+        mini_course: Path, tmp_path: Path) -> None:
+    learner = made_practice(mini_course, "1", tmp_path / "p")
+    result = mini(mini_course, "checkpoint", "1", cwd=learner)
+    assert result.returncode == 0, result.stdout + result.stderr
+    note = ("This proves the course's own chapter 01 (its parent, target and red-light patches), "
+            "not the code of your practice dir; your code: `course test`")
+    assert f"  {note}" in result.stdout.splitlines() and result.stdout.rstrip().endswith(f"{note}.")
+    assert "--target" not in result.stdout, "a learner in a practice dir is not pointed at the answer"
+    elsewhere = mini(mini_course, "checkpoint", "1", cwd=tmp_path)
+    assert "course diff 01 --target --show" in elsewhere.stdout and "not the code of your practice dir" not in elsewhere.stdout

@@ -254,3 +254,43 @@ def test_proofs_refuse_a_python_without_the_courses_dependencies(command, monkey
     assert isinstance(result.exception, requirements.MissingDependencies)
     assert "surely-not-a-real-distribution (not installed)" in str(result.exception)
     assert not (tmp_path / "never-made").exists(), "refused before anything was made"
+
+
+def test_course_test_lab_shows_the_first_failure_of_that_lab_not_of_another() -> None:
+    """One run answers `--lab 1.1`; another lab's test that failed before it is not the one to show."""
+    from course.output import result_lines
+    from course.redlights import Update
+
+    other = Case(file="tests/test_01_adder.py", name="test_add_big", outcome="failed", message="assert 0 == 30",
+                 details="E   assert 0 == 30\ntests/test_01_adder.py:3: AssertionError")
+    own = Case(file="tests/test_01_adder.py", name="test_add_small", outcome="failed", message="assert 0 == 3",
+               details="E   assert 0 == 3\ntests/test_01_adder.py:2: AssertionError")
+    run = RunResult(outcome="failed", exit_code=1, tests=(other, own), output="", duration=0.1, time_limit=30)
+    lab = CHAPTER.lab("1.1")
+    check = Check(chapter="01-adder", kind="lab", name="lab 1.1 Small", ok=False, expected="1 passed",
+                  actual="0/1 passed", lab="1.1", run=run)
+    update = Update(seen=None, done=(), state=RedLightState(CHAPTER.name, {}))
+    lines = result_lines(CHAPTER, lab, [check], 0.1, update, "fix it", verbose_hint="course test --lab 1.1 -v")
+    assert "  first failure: tests/test_01_adder.py::test_add_small" in lines
+    assert "  E   assert 0 == 3" in lines and not any("test_add_big" in line or "0 == 30" in line for line in lines)
+    assert digest(run, CHAPTER)[0] == "first failure: tests/test_01_adder.py::test_add_big", "no lab: the run's first"
+
+
+def test_status_after_the_last_chapter_names_the_first_chapter_not_done_or_says_complete(tmp_path: Path) -> None:
+    """Started at the last chapter and finished it: the earlier chapters are what is left."""
+    import attrs
+
+    from course.status import ChapterProgress, StatusReport
+
+    last_chapter = attrs.evolve(CHAPTER, number=2, slug="last")
+    green = LastTest(chapter=last_chapter.name, lab=None, ok=True, when="",
+                     checks=tuple(CheckVerdict("lab", lab.id, lab.title, True) for lab in last_chapter.labs))
+    done = RedLightState(last_chapter.name, {"1.R1": "done"})
+    finished = ChapterProgress(last_chapter, tmp_path / "p2", True, green, done)
+    first = ChapterProgress(CHAPTER, tmp_path / "p1", False, None)
+    step = StatusReport((first, finished)).next_step()
+    assert step == "`course practice 01`", step
+    first_done = ChapterProgress(CHAPTER, tmp_path / "p1", True, attrs.evolve(green, chapter=CHAPTER.name),
+                                 RedLightState(CHAPTER.name, {"1.R1": "done"}))
+    assert StatusReport((first_done, finished)).next_step() == (
+        "the course is complete: all 2 chapters are green, their red lights done")

@@ -49,3 +49,68 @@ def test_the_answer_key_is_folded_in_a_terminal_until_asked_for(mini_course: Pat
     opened = mini(mini_course, "show", "1", "--answers")
     assert "<details>" in opened.stdout and "Five, the sum." in opened.stdout, "--answers: the Markdown as written"
 
+
+
+def test_a_predictions_answer_is_folded_like_an_answer_key(mini_course: Path) -> None:
+    lesson = mini_course / LESSON
+    lesson.write_text(lesson.read_text().replace(
+        "| Call | Result |",
+        "**Predict first.** What does `add(10, 20)` give?\n"
+        "<details><summary>The answer (open after your prediction)</summary>\n\nThirty, of course.\n</details>\n\n"
+        "| Call | Result |"))
+    piped = mini(mini_course, "show", "1")
+    assert "**Predict first.** What does `add(10, 20)` give?" in piped.stdout
+    assert "Thirty, of course." not in piped.stdout and "<details>" not in piped.stdout
+    assert ("> **The answer (open after your prediction)**: folded. `course show 01 --answers` shows it."
+            in piped.stdout)
+    assert "> **Answer key**: folded." in piped.stdout, "the answer key after it is folded on its own"
+    opened = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", run_in_pty(mini_course, "show", "1", "--answers", "--no-pager"))
+    assert "Thirty, of course." in opened and "<summary>" not in opened
+
+
+def test_every_lesson_folds_its_predictions_and_learning_md_holds_no_answer() -> None:
+    from conftest import REPO
+    from course.cards import render_learning
+    from course.catalog import load_catalog
+    from course.dev.predictions import prediction_problems
+
+    catalog = load_catalog(REPO)
+    for chapter in catalog.chapters:
+        assert prediction_problems(chapter.lesson.read_text(encoding="utf-8")) == [], chapter.name
+        learning = render_learning(chapter)
+        for redlight in chapter.redlights:
+            assert redlight.test not in learning and redlight.learn not in learning, redlight.id
+        for lab in chapter.labs:
+            if lab.title.startswith("Predict") and lab.goal:
+                assert lab.goal not in learning, lab.id
+    two = catalog.resolve("02")
+    shown = course_show(two)
+    assert "read: ['a', 'done:ok']" not in shown, "the trace that answers section 3's prediction is folded"
+
+
+def test_the_prediction_check_names_an_answer_shown_unfolded() -> None:
+    from course.dev.predictions import prediction_problems
+
+    unfolded = "> **Predict first.** What prints?\n\n```python\nprint(1)\n```\n\n```text\n# output\n1\n```\n"
+    assert prediction_problems(unfolded) == ["line 1: the prediction's answer is shown unfolded (the output at line 7)"]
+    folded = unfolded.replace("```text", "<details><summary>The answer</summary>\n\n```text") + "</details>\n"
+    assert prediction_problems(folded) == []
+    far = "**Predict:** which?\n\n## One\n\ntext\n\n## Two\n\n<details>\n\nthat one\n</details>\n"
+    assert prediction_problems(far) == ["line 1: no folded answer (`<details>`) in this section or the next"]
+    assert prediction_problems("**Predict:** which?\n\nIt is that one.\n") == [
+        "line 1: no folded answer (`<details>`) after the prediction"]
+    answered_by_prose = ("**Predict:** which?\n\nIt is that one.\n\n### Next\n\n**Predict:** and now?\n\n"
+                         "<details>\n\nthis\n</details>\n")
+    assert prediction_problems(answered_by_prose) == [
+        "line 1: no folded answer (`<details>`) before the next prediction (line 7)"], "the next one's fold is not its"
+    asked_at_once = "**Predict 1:** a?\n\n**Predict 2:** b?\n\n<details>\n\nboth\n</details>\n"
+    assert prediction_problems(asked_at_once) == []
+
+
+def course_show(chapter) -> str:  # type: ignore[no-untyped-def]
+    """`course show NN` piped: the lesson's Markdown with its folds folded."""
+    from conftest import REPO
+
+    result = mini(REPO, "show", chapter.nn)
+    assert result.returncode == 0, result.stderr
+    return result.stdout

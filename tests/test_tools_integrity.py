@@ -108,3 +108,32 @@ def test_real_course_a_hand_edited_card_is_stale(tmp_path: Path) -> None:
     three.lesson.write_text(text[:start] + edited + text[end:], encoding="utf-8")
 
     assert "the lesson's card is stale" in integrity_failures(root, "03")[f"{three.name} card"]
+
+
+def test_a_test_section_label_that_names_another_lab_is_reported(mini_course: Path) -> None:
+    """`# Lab N.M` labels in a focused test file name the lab whose tests follow them."""
+    labelled = ("from tiny_pi.adder import add\n# Lab 1.1: small numbers\ndef test_add_small(): assert add(1, 2) == 3\n"
+                "# Lab 1.1: big numbers\ndef test_add_big(): assert add(10, 20) == 30\n# Lab 9.9: nothing\n")
+    for snapshot in ("parent", "target"):  # the same file in both, as lineage wants
+        (mini_course / f"checkpoints/01-adder/{snapshot}/tests/test_01_adder.py").write_text(labelled)
+    failures = integrity_failures(mini_course, "01")
+    assert set(failures) == {"01-adder test-labels"}, failures
+    assert failures["01-adder test-labels"] == (
+        "parent/tests/test_01_adder.py:4: label 'Lab 1.1' is followed by tests of lab 1.2: test_add_big; "
+        "parent/tests/test_01_adder.py:6: label 'Lab 9.9' names no lab of chapter 01; "
+        "target/tests/test_01_adder.py:4: label 'Lab 1.1' is followed by tests of lab 1.2: test_add_big; "
+        "target/tests/test_01_adder.py:6: label 'Lab 9.9' names no lab of chapter 01")
+    fixed = labelled.replace("# Lab 1.1: big", "# Lab 1.2: big").replace("# Lab 9.9: nothing\n", "")
+    for snapshot in ("parent", "target"):
+        (mini_course / f"checkpoints/01-adder/{snapshot}/tests/test_01_adder.py").write_text(fixed)
+    assert integrity_failures(mini_course, "01") == {}
+
+
+def test_real_course_test_section_labels_match_chapter_toml() -> None:
+    """Chapter 07 once labelled its HTTP tests 7.4 and its built-in tool tests 7.5, the other way round."""
+    from conftest import REPO
+    from course.dev.section_labels import label_problems
+
+    catalog = load_catalog(REPO)
+    for chapter in catalog.chapters:
+        assert label_problems(chapter) == [] and label_problems(chapter, chapter.parent) == [], chapter.name

@@ -326,7 +326,7 @@ def test_end_an_abort_during_a_tool_ends_the_run_promptly_with_no_task_left():
     assert len(model.requests) == 1
 
 
-# Lab 7.4: the same round trip over real HTTP.
+# Lab 7.5: the same round trip over real HTTP (its command-line tests follow lab 7.4's).
 
 
 def real_model(server, api_key=SECRET):
@@ -418,7 +418,7 @@ def test_http_abort_during_the_model_call_keeps_the_partial_and_never_sends_it_b
     assert [message["role"] for message in server.requests[1][1]["messages"]] == ["user", "user"]
 
 
-# Lab 7.5: the built-in tools and the command line.
+# Lab 7.4: the built-in tools read and ls, confined to a root.
 
 
 def call_tool(registry, name, arguments, call_id="call_1"):
@@ -489,6 +489,9 @@ def test_builtin_ls_lists_one_entry_a_line(tmp_path):
     assert call_tool(registry, "ls", {"path": "README.md"}) == (
         True, "Tool 'ls' failed: NotADirectoryError: no such directory: README.md"
     )
+
+
+# Lab 7.5, continued: python -m tiny_pi.agent, the command line.
 
 
 def agent_command(server, root, *extra):
