@@ -4,7 +4,12 @@ The model chooses the paths, so every path is a request to check, not a
 place to go: an absolute path, `..` that climbs out, or a symlink that
 points out of the root is refused with a message, and nothing outside the
 root is ever opened. What they return is bounded, so one large file cannot
-fill the model's context.
+fill the model's context; a long file is read a window of whole, numbered
+lines at a time.
+
+Starter file of chapter 08: chapter 07's tools, with `read` taking `offset`
+and `limit`; lab 8.1 writes read_lines (the lesson suggests split_lines,
+window and notice).
 """
 
 from __future__ import annotations
@@ -21,6 +26,9 @@ from tiny_pi.tools import Tool
 MAX_FILE_BYTES = 1_000_000
 MAX_READ_CHARS = 20_000
 MAX_ENTRIES = 200
+MAX_LINES = 2000  # lines in one window of `read`
+MAX_WINDOW_BYTES = 20_000  # UTF-8 bytes in one window, its notice included
+NOTICE_BYTES = 100  # room kept in a window for its notice, which is always shorter
 
 PATH_ONLY = {
     "type": "object",
@@ -29,6 +37,14 @@ PATH_ONLY = {
     "additionalProperties": False,
 }
 OPTIONAL_PATH = {**PATH_ONLY, "required": []}
+READ_PARAMETERS = {
+    **PATH_ONLY,
+    "properties": {
+        **PATH_ONLY["properties"],
+        "offset": {"type": "integer", "description": "the first line to show, 1-based"},
+        "limit": {"type": "integer", "description": f"how many lines to show, at most {MAX_LINES}"},
+    },
+}
 
 
 def inside_root(root: Path, path: str) -> Path:
@@ -49,6 +65,11 @@ def inside_root(root: Path, path: str) -> Path:
 
 def read_text(root: Path, path: str) -> str:
     """A UTF-8 text file under `root`, cut to MAX_READ_CHARS characters."""
+    return bounded(whole_text(root, path))
+
+
+def whole_text(root: Path, path: str) -> str:
+    """All of a UTF-8 text file under `root`, up to MAX_FILE_BYTES bytes."""
     file = inside_root(root, path)
     if not file.is_file():
         raise FileNotFoundError(f"no such file: {path}")
@@ -59,7 +80,7 @@ def read_text(root: Path, path: str) -> str:
         content = file.read_bytes().decode("utf-8")
     except UnicodeDecodeError:
         raise ValueError(f"{path} is not UTF-8 text") from None
-    return bounded(content)
+    return content
 
 
 def bounded(content: str, limit: int = MAX_READ_CHARS) -> str:
@@ -67,6 +88,11 @@ def bounded(content: str, limit: int = MAX_READ_CHARS) -> str:
     if len(content) <= limit:
         return content
     return content[:limit] + f"\n[truncated: showed {limit} of {len(content)} characters]"
+
+
+def read_lines(root: Path, path: str, offset: int, limit: int) -> str:
+    """Lines `offset`, `offset + 1`, ... of a text file: whole, numbered, one window's worth."""
+    raise NotImplementedError("lab 8.1: a window of numbered lines")
 
 
 def list_entries(root: Path, path: str) -> str:
@@ -84,14 +110,22 @@ def list_entries(root: Path, path: str) -> str:
 
 
 def read_tool(root: Path) -> Tool:
-    """`read {"path": ...}`: one text file of the project."""
+    """`read {"path": ..., "offset": ..., "limit": ...}`: one text file, or a window of its lines."""
 
     async def execute(arguments: dict[str, Any], *, signal: AbortSignal) -> list[TextContent]:
-        content = await trio.to_thread.run_sync(read_text, root, arguments["path"])
+        path = arguments["path"]
+        if "offset" in arguments or "limit" in arguments:
+            offset, limit = int(arguments.get("offset", 1)), int(arguments.get("limit", MAX_LINES))
+            content = await trio.to_thread.run_sync(read_lines, root, path, offset, limit)
+        else:
+            content = await trio.to_thread.run_sync(read_text, root, path)
         return [text(content)]
 
-    description = f"Read a UTF-8 text file of the project; long files are cut at {MAX_READ_CHARS} characters."
-    return Tool("read", description, PATH_ONLY, execute)
+    description = (
+        f"Read a UTF-8 text file of the project; long files are cut at {MAX_READ_CHARS} characters. "
+        "With offset (the first line, 1-based) and limit, read numbered lines, a window at a time."
+    )
+    return Tool("read", description, READ_PARAMETERS, execute)
 
 
 def ls_tool(root: Path) -> Tool:

@@ -26,10 +26,11 @@ import trio
 from tiny_pi.abort import AbortSignal
 from tiny_pi.agent_events import AgentEvent, AgentOutcome
 from tiny_pi.agent_loop import DEFAULT_MAX_TURNS, ToolUsingModel, run_agent
-from tiny_pi.builtin_tools import builtin_tools
 from tiny_pi.messages import AgentContext, ToolCall, ToolResultMessage, text_of, user_message
+from tiny_pi.bash_tool import DEFAULT_TIMEOUT
 from tiny_pi.providers.openai_compatible import OpenAICompatibleModel
 from tiny_pi.tools import ToolRegistry
+from tiny_pi.toolset import DEFAULT_TOOLS, chosen_tools, tool_names
 
 API_KEY_VARIABLE = "TINY_PI_API_KEY"
 LINE_WIDTH = 100
@@ -133,19 +134,31 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """The command line; argparse exits with status 2 and a usage line when it is wrong."""
     parser = argparse.ArgumentParser(
         prog="python -m tiny_pi.agent",
-        description="Answer a question about a directory with read-only tools.",
+        description="Answer a question about a directory with the tools you allow.",
         epilog=f"The API key, if any, is read from ${API_KEY_VARIABLE}.",
     )
     parser.add_argument("--base-url", required=True, help="e.g. http://localhost:11434/v1")
     parser.add_argument("--model", required=True, help="the model name the server knows")
-    parser.add_argument("--root", type=Path, default=Path("."), help="the directory the tools may read")
+    parser.add_argument("--root", type=Path, default=Path("."), help="the directory the tools work in")
     parser.add_argument("--max-turns", type=int, default=DEFAULT_MAX_TURNS, help="model calls per run")
+    parser.add_argument(
+        "--tools", default=DEFAULT_TOOLS, help="comma-separated: read,ls,write,edit,bash (default: read,ls)"
+    )
+    parser.add_argument(
+        "--bash-timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per bash command (default: 30)"
+    )
     parser.add_argument("prompt")
     args = parser.parse_args(argv)
     if args.max_turns < 1:
         parser.error(f"--max-turns must be at least 1, got {args.max_turns}")
     if not args.root.is_dir():
         parser.error(f"--root {args.root} is not a directory")
+    if args.bash_timeout <= 0:
+        parser.error(f"--bash-timeout must be above 0, got {args.bash_timeout:g}")
+    try:
+        args.tools = tool_names(args.tools)
+    except ValueError as error:
+        parser.error(f"--tools: {error}")
     return args
 
 
@@ -155,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     model = OpenAICompatibleModel(
         base_url=args.base_url, model=args.model, api_key=os.environ.get(API_KEY_VARIABLE)
     )
-    registry = ToolRegistry(builtin_tools(args.root))
+    registry = ToolRegistry(chosen_tools(args.root, args.tools, args.bash_timeout))
     try:
         outcome = trio.run(ask, model, registry, args.prompt, args.max_turns, sys.stdout)
     except KeyboardInterrupt:  # a second Ctrl-C, or one before the run could listen
