@@ -26,7 +26,7 @@ from loopback_server import STREAM_HEAD, LoopbackServer, chunk, send_chunk, sse,
 from tiny_pi.abort import AbortSignal
 from tiny_pi.agent_loop import run_agent
 from tiny_pi.bash_tool import bash_tool
-from tiny_pi.builtin_tools import ls_tool, read_tool
+from tiny_pi.builtin_tools import read_tool
 from tiny_pi.file_tools import edit_tool, write_tool
 from tiny_pi.messages import AgentContext, ToolCall, ToolResultMessage, assistant_message, text, user_message
 from tiny_pi.scripted_model import ScriptedModel
@@ -45,13 +45,6 @@ def project(tmp_path):
     root = tmp_path / "project"
     root.mkdir()
     return root
-
-
-def registry_of(root, bash_timeout=SHORT):
-    """Every tool of the chapter, built one by one (the names come from the lesson)."""
-    return ToolRegistry([
-        read_tool(root), ls_tool(root), write_tool(root), edit_tool(root), bash_tool(root, bash_timeout),
-    ])
 
 
 def call_tool(registry, name, arguments, signal=None):
@@ -107,11 +100,11 @@ def test_read_a_window_of_numbered_lines_says_where_to_read_on(tmp_path):
     root = project(tmp_path)
     (root / "five.txt").write_text("a\nb\nc\nd\ne\n", encoding="utf-8")
     (root / "dos.txt").write_bytes(b"one\r\ntwo\r\n")
-    registry = registry_of(root)
+    registry = ToolRegistry([read_tool(root)])
 
-    assert call_tool(registry, "read", {"path": "five.txt", "offset": 2, "limit": 2}) == (
-        False, "2: b\n3: c\n[lines 2-3 of 5; read on with offset 4]"
-    )
+    is_error, content = call_tool(registry, "read", {"path": "five.txt", "offset": 2, "limit": 2})
+    assert not is_error, content
+    assert content == "2: b\n3: c\n[lines 2-3 of 5; read on with offset 4]"
     assert call_tool(registry, "read", {"path": "five.txt", "offset": 4}) == (
         False, "4: d\n5: e\n[lines 4-5 of 5; end of file]"
     )
@@ -126,7 +119,7 @@ def test_read_a_window_is_capped_in_lines_and_bytes_never_cutting_a_line(tmp_pat
     (root / "short.txt").write_text("x\n" * 3000, encoding="utf-8")
     wide = "é" * 99  # 198 UTF-8 bytes
     (root / "wide.txt").write_text((wide + "\n") * 300, encoding="utf-8")
-    registry = registry_of(root)
+    registry = ToolRegistry([read_tool(root)])
 
     _, content = call_tool(registry, "read", {"path": "short.txt", "offset": 1})
     assert content.endswith("2000: x\n[lines 1-2000 of 3000; read on with offset 2001]")
@@ -153,7 +146,7 @@ def test_read_an_offset_past_the_end_and_an_overlong_line_are_errors(tmp_path):
     root = project(tmp_path)
     (root / "three.txt").write_text("1\n2\n3\n", encoding="utf-8")
     (root / "long.txt").write_text("y" * 30_000 + "\n", encoding="utf-8")
-    registry = registry_of(root)
+    registry = ToolRegistry([read_tool(root)])
 
     assert call_tool(registry, "read", {"path": "three.txt", "offset": 9}) == (
         True, "Tool 'read' failed: ValueError: offset 9 is past the end: three.txt has 3 lines"
@@ -171,7 +164,7 @@ def test_read_an_offset_past_the_end_and_an_overlong_line_are_errors(tmp_path):
 
 def test_write_creates_parent_directories_and_replaces_whole_files(tmp_path):
     root = project(tmp_path)
-    registry = registry_of(root)
+    registry = ToolRegistry([write_tool(root)])
 
     assert call_tool(registry, "write", {"path": "notes/2026/todo.md", "content": "- tea\n"}) == (
         False, "wrote 6 bytes to notes/2026/todo.md"
@@ -197,7 +190,7 @@ def test_write_refuses_paths_that_leave_the_root(tmp_path):
     outside.mkdir()
     (root / "out").symlink_to(outside)  # a symlinked directory
     (root / "note.txt").symlink_to(outside / "note.txt")  # a symlinked file, not there yet
-    registry = registry_of(root)
+    registry = ToolRegistry([write_tool(root)])
 
     refusals = {
         "../outside/x.txt": "'../outside/x.txt' leads outside the project root",
@@ -218,7 +211,7 @@ def test_write_a_failure_midway_leaves_the_old_file_intact(tmp_path, monkeypatch
     root = project(tmp_path)
     config = root / "config.toml"
     config.write_text("answer = 42\n", encoding="utf-8")
-    registry = registry_of(root)
+    registry = ToolRegistry([write_tool(root)])
 
     def disk_full(descriptor):
         raise OSError("disk full (simulated)")
@@ -238,7 +231,7 @@ def test_edit_replaces_text_that_occurs_exactly_once(tmp_path):
     root = project(tmp_path)
     app = root / "app.py"
     app.write_text("def greet():\n    return 'hi'\n", encoding="utf-8")
-    registry = registry_of(root)
+    registry = ToolRegistry([edit_tool(root)])
 
     arguments = {"path": "app.py", "old_text": "'hi'", "new_text": "'hello'"}
     assert call_tool(registry, "edit", arguments) == (False, "edited app.py (1 edit): 29 bytes before, 32 after")
@@ -250,12 +243,14 @@ def test_edit_old_text_must_occur_exactly_once(tmp_path):
     app = root / "app.py"
     before = "x = 1\ny = 1\nzzz\n"
     app.write_text(before, encoding="utf-8")
-    registry = registry_of(root)
+    registry = ToolRegistry([edit_tool(root)])
 
     def edit(old_text):
         return call_tool(registry, "edit", {"path": "app.py", "old_text": old_text, "new_text": "2"})
 
-    assert edit("= 1") == (
+    ambiguous = edit("= 1")
+    assert app.read_text(encoding="utf-8") == before  # two places: neither changes, never a guess
+    assert ambiguous == (
         True,
         "Tool 'edit' failed: ValueError: old_text occurs 2 times in app.py; "
         "include more context so that it occurs exactly once",
@@ -274,7 +269,7 @@ def test_edit_keeps_crlf_line_endings(tmp_path):
     root = project(tmp_path)
     notes = root / "notes.txt"
     notes.write_bytes(b"first\r\nsecond\r\nthird\r\n")
-    registry = registry_of(root)
+    registry = ToolRegistry([edit_tool(root)])
 
     arguments = {"path": "notes.txt", "old_text": "first\nsecond", "new_text": "one\ntwo\nthree"}
     assert call_tool(registry, "edit", arguments) == (False, "edited notes.txt (1 edit): 22 bytes before, 24 after")
@@ -285,7 +280,7 @@ def test_edit_a_batch_applies_in_order_all_or_nothing(tmp_path):
     root = project(tmp_path)
     app = root / "app.py"
     app.write_text("name = 'pi'\nsize = 'tiny'\n", encoding="utf-8")
-    registry = registry_of(root)
+    registry = ToolRegistry([edit_tool(root)])
 
     def batch(edits, **more):
         return call_tool(registry, "edit", {"path": "app.py", "edits": edits, **more})
@@ -335,20 +330,20 @@ def play_turn(calls, registry, signal=None):
 
 
 def test_queue_calls_on_one_path_run_in_call_order_others_concurrently():
-    log = []
+    finished = []  # the paths whose slow call has ended
+    seen = []  # each quick call: its path, and whether the slow call on x.txt had ended
     y_started = trio.Event()
 
     async def slow(arguments, *, signal):
-        log.append(f"slow {arguments['path']} start")
-        await y_started.wait()  # ends only once the call on y has started: y must not wait for x
+        await y_started.wait()  # ends only once the call on y.txt has started: y must not wait for x
         await trio.sleep(0.05)
-        log.append(f"slow {arguments['path']} end")
+        finished.append(arguments["path"])
         return [text("slow")]
 
     async def quick(arguments, *, signal):
         if arguments["path"] == "y.txt":
             y_started.set()
-        log.append(f"quick {arguments['path']}")
+        seen.append((arguments["path"], "x.txt" in finished))
         return [text("quick")]
 
     path = {"type": "object", "properties": {"path": {"type": "string"}}}
@@ -361,14 +356,13 @@ def test_queue_calls_on_one_path_run_in_call_order_others_concurrently():
 
     results = play_turn(calls, registry)
 
-    assert log.index("slow x.txt end") < log.index("quick ./x.txt")
-    assert log.index("quick y.txt") < log.index("slow x.txt end")
+    assert sorted(seen) == [("./x.txt", True), ("y.txt", False)]
     assert [result.tool_call_id for result in results] == ["call_1", "call_2", "call_3"]
 
 
 def test_queue_a_failed_call_does_not_block_the_next_on_its_path(tmp_path):
     root = project(tmp_path)
-    registry = registry_of(root)
+    registry = ToolRegistry([write_tool(root), edit_tool(root)])
     calls = [
         ToolCall(id="call_1", name="edit", arguments={"path": "a.txt", "old_text": "x", "new_text": "y"}),
         ToolCall(id="call_2", name="write", arguments={"path": "a.txt", "content": "x\n"}),
@@ -384,7 +378,7 @@ def test_queue_a_failed_call_does_not_block_the_next_on_its_path(tmp_path):
 
 def test_queue_edits_of_one_file_in_one_turn_all_land(tmp_path):
     root = project(tmp_path)
-    registry = registry_of(root)
+    registry = ToolRegistry([write_tool(root), edit_tool(root)])
     steps = [("write", {"content": "v1\n"})] + [
         ("edit", {"old_text": f"v{n}", "new_text": f"v{n + 1}"}) for n in range(1, 6)
     ]
@@ -406,7 +400,7 @@ def test_queue_edits_of_one_file_in_one_turn_all_land(tmp_path):
 
 def test_bash_runs_in_the_root_and_merges_output_with_the_exit_status(tmp_path):
     root = project(tmp_path)
-    registry = registry_of(root)
+    registry = ToolRegistry([bash_tool(root, SHORT)])
 
     assert call_tool(registry, "bash", {"command": "pwd; echo out; echo err >&2; echo after"}) == (
         False, f"{root.resolve()}\nout\nerr\nafter\n[exit status 0]"
@@ -419,7 +413,7 @@ def test_bash_runs_in_the_root_and_merges_output_with_the_exit_status(tmp_path):
 
 def test_bash_output_keeps_its_end_with_a_note_inside_the_cap(tmp_path):
     root = project(tmp_path)
-    registry = registry_of(root)
+    registry = ToolRegistry([bash_tool(root, SHORT)])
     everything = "".join(f"{n}\n" for n in range(1, 10_001))  # 48,894 characters
 
     is_error, content = call_tool(registry, "bash", {"command": "seq 1 10000"})
@@ -437,7 +431,7 @@ def test_bash_output_keeps_its_end_with_a_note_inside_the_cap(tmp_path):
 
 def test_bash_a_timeout_kills_the_whole_process_tree(tmp_path):
     root = project(tmp_path)
-    registry = registry_of(root, bash_timeout=60)
+    registry = ToolRegistry([bash_tool(root, 60)])
     # The grandchild ignores SIGTERM and lets go of the output pipe; only SIGKILL to the group ends it.
     command = "(trap '' TERM; exec sleep 30 >/dev/null 2>&1) & echo pid=$!; wait"
 
@@ -454,7 +448,7 @@ def test_bash_a_timeout_kills_the_whole_process_tree(tmp_path):
 
 def test_bash_the_default_timeout_and_nothing_left_after_an_exit(tmp_path):
     root = project(tmp_path)
-    registry = registry_of(root, bash_timeout=SHORT)  # what --bash-timeout sets
+    registry = ToolRegistry([bash_tool(root, SHORT)])  # what --bash-timeout sets
 
     is_error, content = call_tool(registry, "bash", {"command": "sleep 30"})
     assert (is_error, content.split(";")[0]) == (True, "Tool 'bash' failed: TimeoutError: [timed out after 0.5 s")
@@ -466,7 +460,7 @@ def test_bash_the_default_timeout_and_nothing_left_after_an_exit(tmp_path):
 
 def test_bash_an_abort_kills_the_process_tree_and_says_aborted(tmp_path):
     root = project(tmp_path)
-    registry = registry_of(root, bash_timeout=60)
+    registry = ToolRegistry([bash_tool(root, 60)])
     signal = AbortSignal()
     call = ToolCall(id="call_1", name="bash", arguments={"command": "sleep 30 & echo $! > sleep.pid; wait"})
 
@@ -509,7 +503,7 @@ def test_bash_guardrail_refuses_paths_outside_the_root_without_running(tmp_path)
     root = project(tmp_path)
     (tmp_path / "secret.txt").write_text("TOP SECRET", encoding="utf-8")
     (root / "README.md").write_text("# tiny-pi\n", encoding="utf-8")
-    registry = registry_of(root)
+    registry = ToolRegistry([bash_tool(root, SHORT)])
 
     refused = {
         "touch ran; cat ../secret.txt": "../secret.txt",
