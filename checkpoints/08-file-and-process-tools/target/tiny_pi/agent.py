@@ -142,10 +142,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--root", type=Path, default=Path("."), help="the directory the tools work in")
     parser.add_argument("--max-turns", type=int, default=DEFAULT_MAX_TURNS, help="model calls per run")
     parser.add_argument(
-        "--tools", default=DEFAULT_TOOLS, help="comma-separated: read,ls,write,edit,bash (default: read,ls)"
+        "--tools", metavar="NAMES", default=DEFAULT_TOOLS,
+        help="some of read,ls,write,edit,bash; default read,ls",
     )
     parser.add_argument(
-        "--bash-timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per bash command (default: 30)"
+        "--bash-timeout", metavar="S", type=float, default=DEFAULT_TIMEOUT,
+        help="seconds per bash command; default 30",
     )
     parser.add_argument("prompt")
     args = parser.parse_args(argv)
