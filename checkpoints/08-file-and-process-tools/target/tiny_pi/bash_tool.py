@@ -116,7 +116,7 @@ async def run_command(command: str, root: Path, timeout: float, signal: AbortSig
     whole process group is gone before this returns or raises.
     """
     refuse_outside_paths(command, root)
-    if timeout <= 0:
+    if not timeout > 0:  # NaN too, which json.loads accepts
         raise ValueError(f"timeout must be above 0 seconds, got {timeout}")
     if signal.aborted:
         raise RuntimeError("the run was aborted; the command was not started")
