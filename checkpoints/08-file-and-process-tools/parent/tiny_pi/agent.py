@@ -18,6 +18,7 @@ import json
 import os
 import signal as signals
 import sys
+import unicodedata
 from pathlib import Path
 from typing import TextIO
 
@@ -27,7 +28,7 @@ from tiny_pi.abort import AbortSignal
 from tiny_pi.agent_events import AgentEvent, AgentOutcome
 from tiny_pi.agent_loop import DEFAULT_MAX_TURNS, ToolUsingModel, run_agent
 from tiny_pi.builtin_tools import builtin_tools
-from tiny_pi.messages import AgentContext, ToolCall, ToolResultMessage, text_of, user_message
+from tiny_pi.messages import AgentContext, AssistantMessage, ToolCall, ToolResultMessage, text_of, user_message
 from tiny_pi.providers.openai_compatible import OpenAICompatibleModel
 from tiny_pi.tools import ToolRegistry
 
@@ -46,7 +47,7 @@ class TerminalPrinter:
     def __call__(self, event: AgentEvent) -> None:
         match event.type:
             case "text_delta":
-                self.write(event.delta)
+                self.write(printable(event.delta, keep="\n\t"))
             case "tool_execution_start":
                 self.line(describe_call(event.tool_call))
             case "tool_execution_end":
@@ -71,9 +72,23 @@ class TerminalPrinter:
             self.write("\n")
 
 
+def printable(piece: str, keep: str = "") -> str:
+    """`piece` with its control characters escaped (`\\x1b`), except those in `keep`.
+
+    The model, a tool or a file name wrote this text, not the agent: an escape
+    sequence in it would retitle, clear or overwrite the user's terminal.
+    """
+    return "".join(
+        char.encode("unicode_escape").decode("ascii")
+        if unicodedata.category(char) == "Cc" and char not in keep
+        else char
+        for char in piece
+    )
+
+
 def short(line: str, width: int = LINE_WIDTH) -> str:
-    """One line, at most `width` characters: whitespace runs become one space."""
-    flat = " ".join(line.split())
+    """One line, at most `width` characters: whitespace runs become one space, controls are escaped."""
+    flat = printable(" ".join(line.split()))
     return flat if len(flat) <= width else flat[: width - 3] + "..."
 
 
@@ -92,14 +107,25 @@ def describe_result(result: ToolResultMessage) -> str:
 def summary(outcome: AgentOutcome) -> str:
     """How the run ended and what it cost, over all its turns."""
     usage = outcome.usage
-    line = (
-        f"[{outcome.stop_reason}] turns: {outcome.turns}, tokens: input {usage.input}, "
-        f"output {usage.output}, cache read {usage.cache_read or 0}, "
-        f"cache write {usage.cache_write or 0}"
-    )
+    line = f"[{outcome.stop_reason}] turns: {outcome.turns}, tokens: "
+    if usage_reported(outcome):
+        line += (
+            f"input {usage.input}, output {usage.output}, "
+            f"cache read {usage.cache_read or 0}, cache write {usage.cache_write or 0}"
+        )
+    else:
+        line += "not reported by the server"
     if outcome.error_message:
-        line += f"\nerror: {outcome.error_message}"
+        line += f"\nerror: {printable(outcome.error_message)}"
     return line
+
+
+def usage_reported(outcome: AgentOutcome) -> bool:
+    """Whether a server counted any turn: its ledger (chapter 05) always sets cache_read, 0 included."""
+    return any(
+        isinstance(message, AssistantMessage) and message.usage.cache_read is not None
+        for message in outcome.messages
+    )
 
 
 async def abort_on_interrupt(
