@@ -21,7 +21,7 @@ from course.runner import (
     RunPool, RunSpec, run_environment,
 )
 from course.results import XFAILED
-from hostile_helpers import alive
+from hostile_helpers import alive, kill_pid_file
 
 INI = "[pytest]\npythonpath = .\ntestpaths = tests\n"
 
@@ -365,3 +365,41 @@ def test_modules_before_the_test_imported_anything():
 """)
     result = run(snap)
     assert result.outcome == PASSED, result.output
+
+
+ESCAPE_THEN_HIT_THE_HOST = """
+    import os, pathlib, signal, time
+    def test_escape_then_hit_the_host():
+        pid_file = pathlib.Path({pid_file!r})
+        if os.fork() == 0:
+            os.setsid()  # a daemon: its own session, so no process group of the run holds it
+            pid_file.write_text(str(os.getpid()))
+            os.execv("/bin/sleep", ["sleep", "300"])
+        while not pid_file.exists():
+            time.sleep(0.01)
+        os.kill(os.getppid(), signal.{signal})
+        time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize("hit", ["SIGKILL", "SIGSTOP"])
+def test_a_run_that_kills_or_stops_its_host_leaves_no_daemon(tmp_path: Path, run, hit: str,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sweep does not depend on the host surviving: a killed host's orphans are swept by the
+    process above it, and a stopped host is killed at the deadline, its orphans swept the same way.
+
+    Before: the daemon, re-parented to init, slept on after the run."""
+    from course import runs
+
+    monkeypatch.setattr(runs, "HOST_GRACE", 1.0)  # how long past the limit a silent host is waited for
+    pid_file = tmp_path / "daemon.pid"
+    snap = snapshot(tmp_path / "s", ESCAPE_THEN_HIT_THE_HOST.format(pid_file=str(pid_file), signal=hit))
+    try:
+        result = run(snap, limit=3)
+        assert result.outcome in (CRASHED, TIMEOUT), result.output
+        deadline = time.monotonic() + 3
+        while alive(int(pid_file.read_text())) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not alive(int(pid_file.read_text())), "the run's daemon outlived its killed host"
+    finally:
+        kill_pid_file(pid_file)
