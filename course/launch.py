@@ -15,19 +15,22 @@ RUNS_TESTS = frozenset({"checkpoint", "verify", "test", "practice", "watch"})
 
 
 def main() -> None:
-    try:
-        if runs_tests(sys.argv[1:]):
-            from course import hosts
+    from course.errors import endings_as_interrupts
 
-            hosts.prestart()
-        from course.cli import main as cli_main
-    except BaseException as error:  # Ctrl-C while starting up: nothing was begun (a worker dies with us)
-        from course.errors import caused_by_interrupt, end_interrupted
+    with endings_as_interrupts():  # SIGTERM and SIGHUP clean up as Ctrl-C does
+        try:
+            if runs_tests(sys.argv[1:]):
+                from course import hosts
 
-        if not caused_by_interrupt(error):
-            raise
-        end_interrupted()
-    cli_main()
+                hosts.prestart()
+            from course.cli import main as cli_main
+        except BaseException as error:  # Ctrl-C while starting up: nothing was begun (a worker dies with us)
+            from course.errors import caused_by_interrupt, end_interrupted
+
+            if not caused_by_interrupt(error):
+                raise
+            end_interrupted()
+        cli_main()
 
 
 def runs_tests(args: list[str]) -> bool:
