@@ -93,8 +93,13 @@ def shown(path: Path) -> str:
     try:
         relative = path.absolute().relative_to(Path.cwd())
     except (ValueError, OSError):
-        return str(path)
-    return str(relative) if str(relative) != "." else "."
+        return pastable(str(path))
+    return pastable(str(relative)) if str(relative) != "." else "."
+
+
+def pastable(path: str) -> str:
+    """A path no command takes for an option when pasted: `-dash` is written `./-dash`."""
+    return f"./{path}" if path.startswith("-") else path
 
 
 def beside(directory: Path, chapter: Chapter, home: Path) -> list[str]:
@@ -119,7 +124,7 @@ class Place:
 
     def dir_words(self) -> list[str]:
         """The DIR a suggested command must carry to work where it is printed."""
-        return [] if self.typed is None else [self.typed]
+        return [] if self.typed is None else [pastable(self.typed)]
 
     def command(self, name: str, *extra: str) -> str:
         """`course NAME NN [DIR] EXTRA...`, every word shell-quoted."""

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -57,3 +60,28 @@ def test_an_index_entry_that_cannot_be_used_is_skipped(mini_course: Path, tmp_pa
     assert "Traceback" not in result.stderr
     assert result.returncode in (0, 1), result.stderr
     assert "kept-dir" in result.stdout  # the usable entry is still used
+
+
+SUGGESTION = re.compile(r"course (?:test|hint|watch|diff|reset|redlight|status|show) [^`\n()]*[^`\n() ]")
+
+
+def test_every_suggestion_for_a_dir_named_like_an_option_works_when_pasted(mini_course: Path,
+                                                                           tmp_path: Path) -> None:
+    """Before: `cd -dash && course test 01`, `course test 01 -dash -v` and the rest all took
+    `-dash` for an option when pasted; a path that starts with `-` is written `./-dash`."""
+    printed = mini(mini_course, "practice", "1", "--", "-dash", cwd=tmp_path).stdout
+    for command in (("test", "1", "--", "-dash"), ("test", "1", "./-dash"), ("status",), ("list",),
+                    ("hint", "1", "--lab", "1.1", "--", "-dash")):
+        result = mini(mini_course, *command, cwd=tmp_path)
+        assert result.returncode in (0, 1), result.stderr
+        printed += result.stdout
+    change_dir = re.search(r"Then: cd (\S+) && ", printed)
+    assert change_dir is not None, printed
+    assert subprocess.run(["sh", "-c", f"cd {change_dir.group(1)}"], cwd=tmp_path).returncode == 0
+    suggestions = sorted(set(SUGGESTION.findall(printed)))
+    assert any("dash" in suggestion for suggestion in suggestions), printed
+    for suggestion in suggestions:
+        words = shlex.split(suggestion)
+        assert "-dash" not in words, suggestion
+        result = mini(mini_course, *words[1:], cwd=tmp_path)
+        assert result.returncode in (0, 1), f"{suggestion}: {result.stderr}"
