@@ -6,17 +6,24 @@ no-op or a suggestion that failed when pasted (issue 21, item 4).
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
+import resource
 import shlex
+import shutil
+import signal
 import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
-from conftest import made_practice, mini, mini_process
+from conftest import REPO, made_practice, mini, mini_process
 from course.index import index_path
+from course.locate import path_problem
 
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-1", "0", "3601", "soon"])
@@ -85,3 +92,36 @@ def test_every_suggestion_for_a_dir_named_like_an_option_works_when_pasted(mini_
         assert "-dash" not in words, suggestion
         result = mini(mini_course, *words[1:], cwd=tmp_path)
         assert result.returncode in (0, 1), f"{suggestion}: {result.stderr}"
+
+
+def _limit_file_size() -> None:
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit then fails with EFBIG
+    resource.setrlimit(resource.RLIMIT_FSIZE, (16, 16))
+
+
+def test_a_copy_that_cannot_be_written_is_one_line(mini_course: Path, tmp_path: Path) -> None:
+    """Files above 16 bytes cannot be written (RLIMIT_FSIZE): the verdict's copy fails in one line.
+
+    Before: `course: a path: [('…', '…', "[Errno 27] File too large: …"), …]`, shutil.Error's list."""
+    directory = made_practice(mini_course, "1", tmp_path / "p")
+    env = dict(os.environ, COURSE_ROOT=str(mini_course), PYTHONDONTWRITEBYTECODE="1")
+    env.pop("PYTEST_XDIST_WORKER", None)
+    result = subprocess.run([sys.executable, "-m", "course", "test", "1", str(directory)], cwd=REPO, env=env,
+                            capture_output=True, text=True, timeout=120, preexec_fn=_limit_file_size)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr, result.stderr
+    assert "File too large" in result.stderr and "course-verdict-" in result.stderr
+    assert "[(" not in result.stderr and "Errno" not in result.stderr
+
+
+def test_a_full_temporary_directory_is_named_in_one_line() -> None:
+    """The disk of the temporary directory fills during a tree copy (ENOSPC): what is full, in one line."""
+    temporary = Path(tempfile.gettempdir())
+    destination = str(temporary / "course-verdict-x" / "snapshot" / "pytest.ini")
+    full = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "/course/pytest.ini", None, destination)
+    copy_failed = shutil.Error([("/course/pytest.ini", destination, str(full)),
+                                ("/course/tests/test_x.py", destination + "2", str(full))])
+    message = str(path_problem(copy_failed, "a path"))
+    assert message == (f"{destination}: No space left on device (and 1 more file(s)): the disk of the temporary "
+                       f"directory {temporary} is full (free some space there, or set TMPDIR to a directory "
+                       "on another disk).")
