@@ -125,3 +125,24 @@ def test_a_full_temporary_directory_is_named_in_one_line() -> None:
     assert message == (f"{destination}: No space left on device (and 1 more file(s)): the disk of the temporary "
                        f"directory {temporary} is full (free some space there, or set TMPDIR to a directory "
                        "on another disk).")
+
+
+def test_redlight_in_a_practice_dir_without_git_really_applies(mini_course: Path, tmp_path: Path) -> None:
+    """Before: with its `.git` gone, the dir lay in another repository (here: a checkout around it),
+    whose `git apply` skipped every path outside its root's view and said nothing: "Applied",
+    and the code was unchanged."""
+    outer = tmp_path / "checkout"
+    directory = made_practice(mini_course, "1", outer / "practice" / "p")
+    subprocess.run(["git", "init", "-q", str(outer)], check=True)
+    adder = directory / "tiny_pi" / "adder.py"
+    shutil.copy(mini_course / "checkpoints/01-adder/target/tiny_pi/adder.py", adder)
+    shutil.rmtree(directory / ".git")
+    patch = mini_course / "checkpoints/01-adder/redlight/minus.patch"  # git's own form, as every chapter's is
+    patch.write_text("diff --git a/tiny_pi/adder.py b/tiny_pi/adder.py\n" + patch.read_text())
+    applied = mini(mini_course, "redlight", "1", str(directory))
+    assert applied.returncode == 0, applied.stderr
+    assert "Applied red light 1.R1" in applied.stdout
+    assert "return a - b" in adder.read_text()
+    reverted = mini(mini_course, "redlight", "1", str(directory), "--revert")
+    assert reverted.returncode == 0, reverted.stderr
+    assert "return a + b" in adder.read_text()
