@@ -377,12 +377,17 @@ ESCAPE_THEN_HIT_THE_HOST = """
             os.execv("/bin/sleep", ["sleep", "300"])
         while not pid_file.exists():
             time.sleep(0.01)
-        os.kill(os.getppid(), signal.{signal})
+        {hit}
         time.sleep(60)
 """
+HITS = {
+    "SIGKILL": "os.kill(os.getppid(), signal.SIGKILL)",
+    "SIGSTOP": "os.kill(os.getppid(), signal.SIGSTOP)",
+    "SIGKILL-group": "os.killpg(os.getpgid(os.getppid()), signal.SIGKILL)",
+}
 
 
-@pytest.mark.parametrize("hit", ["SIGKILL", "SIGSTOP"])
+@pytest.mark.parametrize("hit", list(HITS))
 def test_a_run_that_kills_or_stops_its_host_leaves_no_daemon(tmp_path: Path, run, hit: str,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """The sweep does not depend on the host surviving: a killed host's orphans are swept by the
@@ -393,7 +398,7 @@ def test_a_run_that_kills_or_stops_its_host_leaves_no_daemon(tmp_path: Path, run
 
     monkeypatch.setattr(runs, "HOST_GRACE", 1.0)  # how long past the limit a silent host is waited for
     pid_file = tmp_path / "daemon.pid"
-    snap = snapshot(tmp_path / "s", ESCAPE_THEN_HIT_THE_HOST.format(pid_file=str(pid_file), signal=hit))
+    snap = snapshot(tmp_path / "s", ESCAPE_THEN_HIT_THE_HOST.format(pid_file=str(pid_file), hit=HITS[hit]))
     try:
         result = run(snap, limit=3)
         assert result.outcome in (CRASHED, TIMEOUT), result.output
