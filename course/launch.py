@@ -15,21 +15,20 @@ RUNS_TESTS = frozenset({"checkpoint", "verify", "test", "practice", "watch"})
 
 
 def main() -> None:
-    from course.errors import endings_as_interrupts
+    try:
+        if runs_tests(sys.argv[1:]):
+            from course import hosts
 
+            hosts.prestart()
+        from course.cli import main as cli_main
+        from course.errors import endings_as_interrupts
+    except BaseException as error:  # Ctrl-C while starting up: nothing was begun (a worker dies with us)
+        from course.errors import caused_by_interrupt, end_interrupted
+
+        if not caused_by_interrupt(error):
+            raise
+        end_interrupted()
     with endings_as_interrupts():  # SIGTERM and SIGHUP clean up as Ctrl-C does
-        try:
-            if runs_tests(sys.argv[1:]):
-                from course import hosts
-
-                hosts.prestart()
-            from course.cli import main as cli_main
-        except BaseException as error:  # Ctrl-C while starting up: nothing was begun (a worker dies with us)
-            from course.errors import caused_by_interrupt, end_interrupted
-
-            if not caused_by_interrupt(error):
-                raise
-            end_interrupted()
         cli_main()
 
 

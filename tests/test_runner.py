@@ -9,6 +9,7 @@ The reused path proves it was reused: the pool must have started one host.
 from __future__ import annotations
 
 import os
+import subprocess
 import textwrap
 import time
 from pathlib import Path
@@ -399,6 +400,8 @@ def test_a_run_that_kills_or_stops_its_host_leaves_no_daemon(tmp_path: Path, run
     monkeypatch.setattr(runs, "HOST_GRACE", 1.0)  # how long past the limit a silent host is waited for
     pid_file = tmp_path / "daemon.pid"
     snap = snapshot(tmp_path / "s", ESCAPE_THEN_HIT_THE_HOST.format(pid_file=str(pid_file), hit=HITS[hit]))
+    # Started by this process, as a test's own server would be: no run's, so no sweep's.
+    bystander = subprocess.Popen(["sleep", "300"], start_new_session=True)
     try:
         result = run(snap, limit=3)
         assert result.outcome in (CRASHED, TIMEOUT), result.output
@@ -406,5 +409,8 @@ def test_a_run_that_kills_or_stops_its_host_leaves_no_daemon(tmp_path: Path, run
         while alive(int(pid_file.read_text())) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not alive(int(pid_file.read_text())), "the run's daemon outlived its killed host"
+        assert bystander.poll() is None, "the sweep killed a process no run started"
     finally:
         kill_pid_file(pid_file)
+        bystander.kill()
+        bystander.wait()
