@@ -7,8 +7,12 @@ a Ctrl-C, however Python wrapped it, is INTERRUPTED (exit 130).
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import sys
-from typing import NoReturn
+import threading
+from types import FrameType
+from typing import Iterator, NoReturn
 
 # What a Ctrl-C prints, wherever it lands (exit status 130).
 INTERRUPTED = "Interrupted; nothing was left half-made."
@@ -18,6 +22,47 @@ def end_interrupted() -> NoReturn:
     """Print the interrupted line and exit 130: for a Ctrl-C before the CLI has taken over."""
     print(INTERRUPTED, file=sys.stderr)
     sys.exit(130)
+
+
+# Signals that end a command from outside: `kill` (SIGTERM) and a closed terminal (SIGHUP).
+_ENDINGS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
+@contextlib.contextmanager
+def endings_as_interrupts() -> Iterator[None]:
+    """SIGTERM and SIGHUP end the command as Ctrl-C does, and then by their own signal.
+
+    Killed where it stood, a command leaves behind what only its `finally`
+    blocks remove (the throw-away copy of the learner's code a verdict runs
+    in) and skips the orderly end of its runs. So the signal is handed to the
+    SIGINT handler of the moment (trio's while trio runs, which waits for a
+    safe point), every clean-up runs, and once it has, the command dies by the
+    signal that ended it: the status a shell shows stays 143 or 129. A signal
+    ignored when the command started (nohup) stays ignored.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    arrived: list[int] = []
+
+    def interrupt(number: int, frame: FrameType | None) -> None:
+        arrived.append(number)
+        handler = signal.getsignal(signal.SIGINT)
+        if callable(handler):
+            handler(signal.SIGINT, frame)
+        else:
+            raise KeyboardInterrupt
+
+    replaced = {number: signal.signal(number, interrupt) for number in _ENDINGS
+                if signal.getsignal(number) == signal.SIG_DFL}
+    try:
+        yield
+    finally:
+        for number, handler in replaced.items():
+            signal.signal(number, handler)
+        if arrived:
+            sys.stdout.flush()
+            signal.raise_signal(arrived[0])
 
 
 def caused_by_interrupt(error: BaseException) -> bool:

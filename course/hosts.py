@@ -26,7 +26,11 @@ HOST_SCRIPT = Path(__file__).with_name("runhost.py")
 
 
 class Spawned:
-    """A host process, ready or not yet, and the course's end of its socket."""
+    """A host, ready or not yet, and the course's end of its socket.
+
+    `process` is the host's keeper, which forks the host and sweeps after it
+    (course/runhost.py); the host is the keeper's only child.
+    """
 
     def __init__(self, process: subprocess.Popen[bytes], control: socket.socket,
                  env: Mapping[str, str], preload: tuple[str, ...]) -> None:
@@ -35,17 +39,31 @@ class Spawned:
         self.env = dict(env)
         self.preload = preload
 
-    def kill(self) -> None:
-        """Close the socket (the host then sweeps its runs and exits); kill it if it does not."""
+    def kill(self, patience: float = 5.0) -> None:
+        """Close the socket (the host then sweeps its runs and exits); end it if it does not.
+
+        `process` is the host's keeper (course/runhost.py): SIGTERM makes it
+        kill a host that does not answer (stopped, or stuck) and sweep what
+        the host's runs left behind. Only when the keeper does not exit
+        either is the whole group killed outright.
+        """
         self.control.close()
-        try:
-            self.process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
+        for ending, wait in ((None, patience), (signal.SIGTERM, 5.0)):
+            if ending is not None:
+                try:
+                    self.process.send_signal(ending)
+                except ProcessLookupError:
+                    pass
             try:
-                os.killpg(self.process.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
+                self.process.wait(timeout=wait)
+                return
+            except subprocess.TimeoutExpired:
                 pass
-            self.process.wait()
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.process.wait()
 
 
 def spawn(preload: Sequence[str] = (), env: Mapping[str, str] | None = None) -> Spawned:

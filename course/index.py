@@ -5,7 +5,8 @@ loses every other one. The index lives in the user's state directory
 (`$XDG_STATE_HOME/tiny-pi-course`, else `~/.local/state/tiny-pi-course`),
 never under checkpoints/. It holds paths only; each dir keeps its own
 verdicts in `.course/`. An entry whose dir is gone, or no longer a practice
-dir of its chapter, is dropped the next time the index is read.
+dir of its chapter, is dropped the next time the index is read; one that
+cannot name a dir (a NUL in it, say) is skipped.
 `course list` and `course status` both read it through `practice_dirs`.
 """
 
@@ -37,8 +38,19 @@ def _read() -> list[dict[str, object]]:
     entries = data.get("dirs") if isinstance(data, dict) else None
     if not isinstance(entries, list):
         return []
-    return [e for e in entries if isinstance(e, dict) and isinstance(e.get("dir"), str)
+    return [e for e in entries if isinstance(e, dict) and _usable(e.get("dir"))
             and isinstance(e.get("chapter"), str) and isinstance(e.get("course"), str)]
+
+
+def _usable(directory: object) -> bool:
+    """Whether an entry's dir can name a dir at all (an index edited by hand may hold anything)."""
+    if not isinstance(directory, str) or "\0" in directory or not os.path.isabs(directory):
+        return False
+    try:
+        os.fsencode(directory)  # a lone surrogate, which JSON allows and no file system does
+    except UnicodeError:
+        return False
+    return True
 
 
 def _write(entries: list[dict[str, object]]) -> None:

@@ -21,13 +21,15 @@ def main() -> None:
 
             hosts.prestart()
         from course.cli import main as cli_main
+        from course.errors import endings_as_interrupts
     except BaseException as error:  # Ctrl-C while starting up: nothing was begun (a worker dies with us)
         from course.errors import caused_by_interrupt, end_interrupted
 
         if not caused_by_interrupt(error):
             raise
         end_interrupted()
-    cli_main()
+    with endings_as_interrupts():  # SIGTERM and SIGHUP clean up as Ctrl-C does
+        cli_main()
 
 
 def runs_tests(args: list[str]) -> bool:

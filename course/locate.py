@@ -17,7 +17,9 @@ import errno
 import os
 import re
 import shlex
+import shutil
 import stat
+import tempfile
 from pathlib import Path
 
 from attrs import frozen
@@ -30,13 +32,49 @@ _TITLE = re.compile(r"# Chapter (\d+):")
 
 
 def path_problem(error: OSError | RuntimeError, directory: Path | str) -> UsageError:
-    """One line for an OS error on a path the learner gave: too long, a loop, no permission."""
+    """One line for an OS error on a path: too long, a loop, no permission, a full disk.
+
+    A failed copy of a whole tree (shutil.Error) is said as its first file's
+    failure, and a full disk names the file system that is full.
+    """
     if isinstance(error, RuntimeError):  # Path.resolve() on a symbolic-link loop (Python < 3.13)
         return UsageError(f"{directory}: a loop of symbolic links; give a real directory path.")
-    reason = error.strerror or str(error)
-    if error.errno == errno.ELOOP:
+    number, reason = error.errno, error.strerror or str(error)
+    if isinstance(error, shutil.Error):
+        directory, number, reason = _first_failure(error, directory)
+    if number == errno.ELOOP:
         reason = "a loop of symbolic links"
+    elif number in (errno.ENOSPC, errno.EDQUOT):
+        reason = f"{reason}: {_what_is_full(Path(directory))}"
     return UsageError(f"{_short(str(directory))}: {reason}.")
+
+
+_ERRNO = re.compile(r"\[Errno (\d+)\] ([^:]+)")
+
+
+def _first_failure(error: shutil.Error, directory: Path | str) -> tuple[Path | str, int | None, str]:
+    """The first file a tree copy failed on, its errno and its reason.
+
+    shutil.copytree gathers one (source, destination, text) per failed file
+    and keeps each OSError only as its text, so the errno is read back from it.
+    """
+    entries = error.args[0] if error.args and isinstance(error.args[0], list) else []
+    failures = [entry for entry in entries if isinstance(entry, tuple) and len(entry) == 3]
+    if not failures:
+        return directory, None, str(error)
+    _, destination, why = failures[0]
+    more = f" (and {len(failures) - 1} more file(s))" if len(failures) > 1 else ""
+    match = _ERRNO.match(str(why))
+    if match is None:
+        return destination, None, f"{why}{more}"
+    return destination, int(match.group(1)), f"{match.group(2).strip()}{more}"
+
+
+def _what_is_full(path: Path) -> str:
+    temporary = Path(tempfile.gettempdir())
+    if inside(path, temporary):
+        return f"the disk of the temporary directory {temporary} is full (free some space there, or set TMPDIR to a directory on another disk)"
+    return "the disk it is on is full"
 
 
 def _short(text: str, limit: int = 120) -> str:
@@ -93,8 +131,13 @@ def shown(path: Path) -> str:
     try:
         relative = path.absolute().relative_to(Path.cwd())
     except (ValueError, OSError):
-        return str(path)
-    return str(relative) if str(relative) != "." else "."
+        return pastable(str(path))
+    return pastable(str(relative)) if str(relative) != "." else "."
+
+
+def pastable(path: str) -> str:
+    """A path no command takes for an option when pasted: `-dash` is written `./-dash`."""
+    return f"./{path}" if path.startswith("-") else path
 
 
 def beside(directory: Path, chapter: Chapter, home: Path) -> list[str]:
@@ -119,7 +162,7 @@ class Place:
 
     def dir_words(self) -> list[str]:
         """The DIR a suggested command must carry to work where it is printed."""
-        return [] if self.typed is None else [self.typed]
+        return [] if self.typed is None else [pastable(self.typed)]
 
     def command(self, name: str, *extra: str) -> str:
         """`course NAME NN [DIR] EXTRA...`, every word shell-quoted."""

@@ -15,6 +15,7 @@ nothing is changed and the learner breaks the code by hand, as the lesson says.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -130,12 +131,19 @@ def find(chapter: Chapter, exercise_id: str) -> RedLight:
 
 
 def _git_apply(directory: Path, patch: Path, *flags: str) -> subprocess.CompletedProcess[str]:
+    """`git apply` of PATCH's paths below DIRECTORY, whether or not it still holds its `.git`.
+
+    Without one, git would look for a repository above it (a checkout that
+    holds practice/), read the paths as that repository's, skip them as
+    outside the directory, and report success; the ceiling keeps git in it.
+    """
     return subprocess.run(
         ["git", "apply", "--whitespace=nowarn", *flags, str(patch.resolve())],
         cwd=directory,
         capture_output=True,
         text=True,
         check=False,
+        env={**os.environ, "GIT_CEILING_DIRECTORIES": str(directory.resolve().parent)},
     )
 
 

@@ -41,6 +41,7 @@ from attrs import field, frozen
 from course.catalog import Chapter
 from course.errors import CourseError, UsageError
 from course.progress import LAST_TEST, remove_state
+from course.verdict_copy import differing_files
 from course.workspace import IGNORED_NAMES
 
 SAVES_BRANCH = "course-saves"
@@ -133,13 +134,16 @@ def plan_reset(chapter: Chapter, directory: Path, files: Sequence[str] = ()) -> 
 
     Files the chapter asks the learner to write (teaching and starter files)
     that the starting point lacks are removed, so the dir is as it started;
-    any other file of the learner (notes, experiments) is left alone.
+    any other file of the learner (notes, experiments) is left alone. A test
+    or config file the learner added, which a verdict names as not used, is
+    removed when named with `files`: the chapter's version of it is none.
     """
     source = chapter.practice_start
     blanks = chapter.practice_blanks
     known = _snapshot_files(source)
     owned = known | set(chapter.teaching_files) | set(chapter.starter_files)
     if files:
+        owned |= set(differing_files(chapter, directory))
         wanted = []
         for name in files:
             relative = safe_relative(directory, name)

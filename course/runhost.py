@@ -28,7 +28,10 @@ that keeps forking) becomes the host's child, and the sweep after each run
 kills all of its descendants, a process group at a time. No environment
 marker is involved.
 If the course goes away, the socket reads as closed: the host sweeps and
-exits. If the host itself is killed, the kernel kills the run's child.
+exits. If the host itself is killed (a test can kill or stop its parent),
+the kernel kills the run's child, and the host's orphans land on the
+process that started it: its keeper, a subreaper too, which sweeps them
+and exits (see `_keep`).
 
 This file imports nothing of the course: a learner's tests must not be able
 to import the tool that judges them.
@@ -164,6 +167,7 @@ def _max_fd() -> int:
 def main() -> None:
     control = socket.socket(fileno=int(sys.argv[1]))
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    _keep(control)
     try:
         importlib.import_module("pytest")
     except Exception as error:  # noqa: BLE001 - said to the course, which says it to the user
@@ -185,6 +189,35 @@ def main() -> None:
             _quit(control)
         spec, fds = request
         serve(control, spec, fds)
+
+
+def _keep(control: socket.socket) -> None:
+    """Fork the host and stay behind as its keeper; return only in the host.
+
+    A test can kill or stop the process that supervises it (`os.getppid()`
+    is the host). The host's orphans, daemons of a run that called setsid,
+    then land on the nearest living subreaper: this keeper, which serves no
+    run and starts nothing else, so everything below it belongs to runs.
+    When the host is gone the keeper sweeps it all and exits. It holds no
+    end of the socket, so the course reads the host's end as closed the
+    moment the host dies. SIGTERM (the course giving up on a host that went
+    silent, a stopped one included) kills the host: the same ending follows.
+    """
+    host = os.fork()
+    if host == 0:
+        os.setpgid(0, 0)  # a test that kills its host's whole group does not reach the keeper
+        return
+    control.close()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the course's to handle
+    signal.signal(signal.SIGTERM, lambda *_: _signal(host, signal.SIGKILL))
+    while True:
+        try:
+            if os.waitpid(host, 0)[0] == host:
+                break
+        except ChildProcessError:
+            break
+    _sweep(-1, None)
+    os._exit(0)
 
 
 def serve(control: socket.socket, spec: dict, fds: list[int]) -> None:

@@ -143,7 +143,7 @@ class Host:
                 except HostError:
                     ended = {"exit": None}  # a test killed its host: the kernel killed the run
                 if not ended:
-                    self.close()  # silent past its limit: broken, and it takes the run with it
+                    self.close(patience=0)  # silent past its limit (stopped?): ended at once, runs and all
                 elif "timed_out" not in ended:
                     self.close()
                 with trio.move_on_after(OUTPUT_GRACE):
@@ -169,9 +169,9 @@ class Host:
             memory_limit=spec.memory_limit,
         )
 
-    def close(self) -> None:
+    def close(self, patience: float = 5.0) -> None:
         self.broken = True
-        self.spawned.kill()
+        self.spawned.kill(patience)
 
 
 async def _drain(stream: trio.lowlevel.FdStream, output: _BoundedOutput) -> None:

@@ -113,9 +113,9 @@ def leftovers(marker: str) -> list[str]:
 def runs_started(marker: str) -> list[int]:
     """Pids of test runs under way whose environment mentions `marker`.
 
-    A run is a child forked by a run host (course/runhost.py), so /proc shows
-    the host's command line for both: a runhost.py process whose parent is a
-    runhost.py process too.
+    A run is a child forked by a run host (course/runhost.py), itself forked
+    by its keeper, so /proc shows the same command line three times over: a
+    runhost.py process whose parent and grandparent are runhost.py processes too.
     """
     found = []
     for name in os.listdir("/proc"):
@@ -123,14 +123,16 @@ def runs_started(marker: str) -> list[int]:
             continue
         try:
             environ = Path(f"/proc/{name}/environ").read_bytes()
-            cmdline = Path(f"/proc/{name}/cmdline").read_bytes()
-            parent = Path(f"/proc/{name}/stat").read_bytes().rsplit(b")", 1)[1].split()[1].decode()
-            parent_cmdline = Path(f"/proc/{parent}/cmdline").read_bytes()
+            lineage = [Path(f"/proc/{name}/cmdline").read_bytes()]
+            pid = name
+            for _ in range(2):
+                pid = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[1].decode()
+                lineage.append(Path(f"/proc/{pid}/cmdline").read_bytes())
         except (OSError, IndexError):
             continue
         if marker.encode() not in environ or not alive(int(name)):
             continue
-        if b"runhost.py" in cmdline and b"runhost.py" in parent_cmdline:
+        if all(b"runhost.py" in cmdline for cmdline in lineage):
             found.append(int(name))
     return found
 

@@ -250,3 +250,37 @@ def test_ctrl_c_during_course_test_stops_every_run(mini_course: Path, tmp_path: 
     assert process.returncode in (130, -signal.SIGINT), stderr
     assert stderr.strip() == "Interrupted; nothing was left half-made."
     assert wait_until_gone(str(mini_course)) == []
+
+
+@pytest.mark.parametrize("command", ["test", "watch"])
+@pytest.mark.parametrize("ending", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_sigterm_or_sighup_during_a_run_leaves_no_copy_of_the_learners_code(
+        mini_course: Path, tmp_path: Path, command: str, ending: signal.Signals) -> None:
+    """A terminal closed (SIGHUP) or a `kill` (SIGTERM) while the tests run: the verdict copy goes,
+    the runs go, and the command still ends by that signal (a shell shows 143 or 129).
+
+    Before: SIGINT cleaned up, but SIGTERM and SIGHUP killed the command where it stood and
+    left a course-verdict-* copy of the learner's code in the temporary directory."""
+    set_time_limit(mini_course, 60)
+    learner = work_dir(mini_course, tmp_path / "work")
+    (learner / "tiny_pi/adder.py").write_text("def add(a, b):\n    while True:\n        pass\n")
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = dict(os.environ, COURSE_ROOT=str(mini_course), TMPDIR=str(scratch))
+    args = ["test", "1", str(learner)] if command == "test" else ["watch", "1", str(learner), "--poll"]
+    process = subprocess.Popen([sys.executable, "-m", "course", *args], cwd=REPO, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not runs_started(str(mini_course)):
+        assert time.monotonic() < deadline, "the runs never started"
+        time.sleep(0.02)
+    assert list(scratch.glob("course-verdict-*")), "no verdict copy was made, so this proves nothing"
+    process.send_signal(ending)
+    stdout, stderr = process.communicate(timeout=30)
+    if command == "watch" and ending == signal.SIGTERM:  # watch's own way to stop: between runs, too
+        assert process.returncode == 0 and "Stopped watching (SIGTERM)" in stdout, stderr
+    else:
+        assert process.returncode == -ending, stderr
+    assert "Traceback" not in stderr
+    assert list(scratch.glob("course-verdict-*")) == []
+    assert wait_until_gone(str(mini_course)) == []

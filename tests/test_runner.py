@@ -9,6 +9,7 @@ The reused path proves it was reused: the pool must have started one host.
 from __future__ import annotations
 
 import os
+import subprocess
 import textwrap
 import time
 from pathlib import Path
@@ -21,7 +22,7 @@ from course.runner import (
     RunPool, RunSpec, run_environment,
 )
 from course.results import XFAILED
-from hostile_helpers import alive
+from hostile_helpers import alive, kill_pid_file
 
 INI = "[pytest]\npythonpath = .\ntestpaths = tests\n"
 
@@ -365,3 +366,51 @@ def test_modules_before_the_test_imported_anything():
 """)
     result = run(snap)
     assert result.outcome == PASSED, result.output
+
+
+ESCAPE_THEN_HIT_THE_HOST = """
+    import os, pathlib, signal, time
+    def test_escape_then_hit_the_host():
+        pid_file = pathlib.Path({pid_file!r})
+        if os.fork() == 0:
+            os.setsid()  # a daemon: its own session, so no process group of the run holds it
+            pid_file.write_text(str(os.getpid()))
+            os.execv("/bin/sleep", ["sleep", "300"])
+        while not pid_file.exists():
+            time.sleep(0.01)
+        {hit}
+        time.sleep(60)
+"""
+HITS = {
+    "SIGKILL": "os.kill(os.getppid(), signal.SIGKILL)",
+    "SIGSTOP": "os.kill(os.getppid(), signal.SIGSTOP)",
+    "SIGKILL-group": "os.killpg(os.getpgid(os.getppid()), signal.SIGKILL)",
+}
+
+
+@pytest.mark.parametrize("hit", list(HITS))
+def test_a_run_that_kills_or_stops_its_host_leaves_no_daemon(tmp_path: Path, run, hit: str,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sweep does not depend on the host surviving: a killed host's orphans are swept by the
+    process above it, and a stopped host is killed at the deadline, its orphans swept the same way.
+
+    Before: the daemon, re-parented to init, slept on after the run."""
+    from course import runs
+
+    monkeypatch.setattr(runs, "HOST_GRACE", 1.0)  # how long past the limit a silent host is waited for
+    pid_file = tmp_path / "daemon.pid"
+    snap = snapshot(tmp_path / "s", ESCAPE_THEN_HIT_THE_HOST.format(pid_file=str(pid_file), hit=HITS[hit]))
+    # Started by this process, as a test's own server would be: no run's, so no sweep's.
+    bystander = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    try:
+        result = run(snap, limit=3)
+        assert result.outcome in (CRASHED, TIMEOUT), result.output
+        deadline = time.monotonic() + 3
+        while alive(int(pid_file.read_text())) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not alive(int(pid_file.read_text())), "the run's daemon outlived its killed host"
+        assert bystander.poll() is None, "the sweep killed a process no run started"
+    finally:
+        kill_pid_file(pid_file)
+        bystander.kill()
+        bystander.wait()
