@@ -141,7 +141,10 @@ class Chapter:
     number: int = key("The NN of the chapter's directory.")
     slug: str = key("The slug of the chapter's directory.")
     title: str = key("The chapter's title, as the lesson and `course list` show it.")
-    mode: str = key("rebuild: practice starts from parent; observe: practice exports target.", choices=MODES)
+    mode: str = key(
+        "rebuild: practice starts from parent; observe: practice exports target, with parent's starter files (blanks the learner fills in).",
+        choices=MODES,
+    )
     summary: str = key("One line shown by `course list`.")
     teaching_files: tuple[str, ...] = key(
         "What the learner writes, relative to a snapshot.", relative_paths=True
@@ -203,6 +206,18 @@ class Chapter:
     def practice_start(self) -> Path:
         """The snapshot a learner's practice dir starts from."""
         return self.target if self.mode == "observe" else self.parent
+
+    @property
+    def practice_blanks(self) -> dict[str, Path]:
+        """Files a practice dir takes from parent although it starts from target.
+
+        An observe chapter's learner writes only its starter files (chapter 00's
+        predictions): target holds them filled in, which proves the chapter,
+        and a practice dir must start with parent's blank ones, not the answers.
+        """
+        if self.mode != "observe":
+            return {}
+        return {name: self.parent / name for name in self.starter_files}
 
     def lab(self, lab_id: str) -> Lab:
         for lab in self.labs:
