@@ -152,6 +152,7 @@ def test_the_verdict_copy_holds_the_learners_package_as_written_and_nothing_else
             mini_course / CHAPTER / "parent/tests/test_01_adder.py").read_bytes()
         assert [(item.path, item.how) for item in copy.replaced] == [
             ("tests/test_01_adder.py", "changed"), ("tiny_pi/pipe.py", "unreadable")]
+    assert (unsolved / "tiny_pi/adder.py").read_text() == UNSOLVED  # removing the copy removed only the link
 
 
 def test_the_note_names_every_replaced_file_and_says_truly_what_was_used(mini_course: Path, unsolved: Path) -> None:
