@@ -14,8 +14,9 @@ the chapter's focused files, `-rA` for every test's outcome):
   tests import none of them, tiny_pi/__init__.py too).
 
 The tests and config are the chapter's in both runs, so the two must agree
-on every test. Two runs of each kind per chapter keep the cost near that of
-the chapter's own checks.
+on every test. Each kind of change is made all at once, in a dir of its own,
+so a chapter costs two pairs of runs (a third where the earlier modules are
+not imported by the focused tests).
 """
 
 from __future__ import annotations
