@@ -11,6 +11,7 @@ import attrs
 from attrs import field, frozen
 
 from course.results import RunResult
+from course.verdict_copy import Replaced
 
 # What a check is about; a lab check also names its lab in `Check.lab`.
 KINDS = (
@@ -38,6 +39,7 @@ class Check:
     duration: float = 0.0
     run: RunResult | None = field(default=None, eq=False, repr=False)
     lab: str | None = None
+    replaced: tuple[Replaced, ...] = ()  # files of the learner's the verdict did not use as they are
 
     def __attrs_post_init__(self) -> None:
         if (self.kind == "lab") != (self.lab is not None):
@@ -56,6 +58,8 @@ class Check:
         }
         if self.detail:
             data["detail"] = self.detail
+        if self.replaced:
+            data["replaced"] = [item.to_json() for item in self.replaced]
         if self.run is not None:
             data["run"] = self.run.to_json()
         return data

@@ -8,7 +8,6 @@ Independent runs go in parallel, bounded by the number of cores.
 
 from __future__ import annotations
 
-import shlex
 import time
 from functools import partial
 from pathlib import Path
@@ -38,7 +37,8 @@ from course.runner import (
     COLLECTION_ERROR, CONFIG_ERROR, CRASHED, FAILED, FAILING, MEMORY, NO_TESTS, PASSED, TIMEOUT, RunPool,
     RunResult, RunSpec,
 )
-from course.verdict_copy import differing_files, verdict_copy
+from course.output import replaced_note
+from course.verdict_copy import verdict_copy
 from course.workspace import apply_patch, scratch_copy
 
 
@@ -46,7 +46,7 @@ async def first_run(chapter: Chapter, directory: Path) -> RunResult:
     """`course practice`'s run of the focused tests in a fresh practice dir: its first red light."""
     async with RunPool(chapter.warm_imports) as pool:
         with verdict_copy(chapter, directory) as copy:
-            return await pool.run(run_spec(chapter, copy, chapter.focused_tests))
+            return await pool.run(run_spec(chapter, copy.directory, chapter.focused_tests))
 
 
 def excerpt(output: str, lines: int = 25) -> str:
@@ -465,7 +465,7 @@ async def check_practice(
     chapter: Chapter, directory: Path, lab: Lab | None = None, pool: RunPool | None = None,
     time_limit: float | None = None,
 ) -> list[Check]:
-    """Judge a learner's code with the chapter's own tests and config (see course/verdict_copy.py).
+    """Judge a learner's tiny_pi/ as written with the chapter's own tests and config (see course/verdict_copy.py).
 
     One run of the focused files answers for every lab; `lab` narrows what is reported.
     """
@@ -473,25 +473,22 @@ async def check_practice(
         async with RunPool(chapter.warm_imports) as own_pool:
             return await check_practice(chapter, directory, lab, own_pool, time_limit)
     with verdict_copy(chapter, directory) as copy:
-        run = await pool.run(run_spec(chapter, copy, chapter.focused_tests, time_limit))
-    run = _as_if_in(run, copy, directory)
+        run = await pool.run(run_spec(chapter, copy.directory, chapter.focused_tests, time_limit))
+    run = _as_if_in(run, copy.directory, directory)
     labs = [lab] if lab is not None else list(chapter.labs)
     checks = [lab_check(chapter, one, run) for one in labs]
     if lab is None:
         checks.append(_count_check(chapter, "focused", "all focused tests", chapter, run))
-    differing = differing_files(chapter, directory)
-    if differing:
+    if copy.replaced:
         checks.append(
             Check(
                 chapter=chapter.name,
                 kind="note",
-                name="your tests and config",
+                name="files of yours the verdict did not use",
                 ok=True,
-                expected="the chapter's own",
-                actual="differ from the chapter's, so the verdict used the chapter's: " + ", ".join(differing)
-                + "; to take the chapter's versions: "
-                + " ".join(shlex.join(["course", "reset", chapter.nn, str(directory), "--file", name]) for name in differing[:1])
-                + (" (and the same for each file named)" if len(differing) > 1 else ""),
+                expected="your tiny_pi/ as written, the chapter's tests and config",
+                actual=replaced_note(copy.replaced, chapter.nn, directory),
+                replaced=copy.replaced,
             )
         )
     return checks

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import shlex
 import shutil
 import sys
 import textwrap
@@ -23,6 +24,7 @@ from course.failures import digest as failure_digest
 from course.failures import first_failure, tests_by_lab
 from course.locate import shown
 from course.redlights import Update
+from course.verdict_copy import ADDED, CHANGED, DELETED, UNREADABLE, Replaced
 
 OK_MARK = "[ok]  "
 FAIL_MARK = "[FAIL]"
@@ -196,6 +198,35 @@ def result_lines(
         lines.append(summary)
     lines.append(f"Next: {next_step}")
     return lines
+
+
+# How each kind of replaced file is named in the verdict's note.
+_REPLACED_WORDS = {
+    CHANGED: "yours differs",
+    DELETED: "missing from your dir",
+    ADDED: "the chapter has none",
+    UNREADABLE: "not a regular file, or unreadable",
+}
+
+
+def replaced_note(replaced: Sequence[Replaced], chapter_nn: str, directory: Path) -> str:
+    """One line naming every file of the learner's the verdict did not use, and how to take the chapter's.
+
+    A test or config file that differs or is missing was run in the chapter's
+    version; one the chapter lacks, or a file of tiny_pi/ that could not be
+    read, was left out. Only the first kind can be taken back with `course reset`.
+    """
+    taken = [item for item in replaced if item.how in (CHANGED, DELETED)]
+    left_out = [item for item in replaced if item.how not in (CHANGED, DELETED)]
+    parts = []
+    for words, items in (("the verdict used the chapter's", taken), ("the verdict left out", left_out)):
+        if items:
+            parts.append(f"{words}: " + ", ".join(f"{item.path} ({_REPLACED_WORDS[item.how]})" for item in items))
+    if taken:
+        command = shlex.join(["course", "reset", chapter_nn, str(directory), "--file", taken[0].path])
+        parts.append(f"to take the chapter's versions: {command}"
+                     + (" (and the same for each file named)" if len(taken) > 1 else ""))
+    return "; ".join(parts)
 
 
 def chapter_header(chapter: Chapter) -> None:

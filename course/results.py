@@ -149,6 +149,7 @@ class RunResult:
             "duration": round(self.duration, 3),
             "args": list(self.args),
             "running": self.running or None,
+            "tests": [{"file": case.file, "name": case.name, "outcome": case.outcome} for case in self.tests],
         }
 
 

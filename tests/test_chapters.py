@@ -115,7 +115,7 @@ def test_practice_starts_red_and_the_teaching_files_are_enough(nn: str, tmp_path
         (directory / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(chapter.target / name, directory / name)
     with verdict_copy(chapter, directory) as judged:
-        assert snapshot_files(judged) == snapshot_files(chapter.target)
+        assert snapshot_files(judged.directory) == snapshot_files(chapter.target)
     if nn == THROUGH_THE_CLI:
         result = course("test", nn, str(directory), "--json")
         document = json.loads(result.stdout)

@@ -8,6 +8,7 @@ the verdict the command gives, as a learner or an author sees it.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import textwrap
@@ -110,6 +111,72 @@ def test_filterwarnings_error_in_the_chapter_config_keeps_a_solution_green(mini_
     assert result.returncode == 0, result.stdout + result.stderr
     result = run_course(mini_course, "checkpoint", "1", warm=warm)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_every_file_under_tiny_pi_is_judged_as_written(mini_course: Path, unsolved: Path) -> None:
+    """A package file the lesson never names is the learner's too: broken there, red in the verdict."""
+    (unsolved / "tiny_pi/adder.py").write_text("from tiny_pi import START\n\ndef add(a, b):\n    return START + a + b\n")
+    init = unsolved / "tiny_pi/__init__.py"
+    init.write_text(init.read_text() + "START = 0\n")
+    result = run_course(mini_course, "test", "1", str(unsolved))
+    assert result.returncode == 0, result.stdout  # their helper in __init__.py is used
+    assert "did not use" not in result.stdout
+    init.write_text(init.read_text() + "raise RuntimeError('broken on purpose')\n")
+    out = assert_cheat_fails(mini_course, unsolved)  # and so is their broken __init__.py
+    assert "RuntimeError: broken on purpose" in out
+
+
+def test_the_verdict_copy_holds_the_learners_package_as_written_and_nothing_else(
+    mini_course: Path, unsolved: Path
+) -> None:
+    from course.catalog import load_catalog
+    from course.verdict_copy import verdict_copy
+
+    chapter = load_catalog(mini_course).resolve("1")
+    (unsolved / "tiny_pi/__init__.py").unlink()  # deleted: the chapter's copy must not come back
+    (unsolved / "tiny_pi/__pycache__").mkdir()
+    (unsolved / "tiny_pi/__pycache__/adder.cpython-311.pyc").write_bytes(b"stale")
+    (unsolved / "tiny_pi/data").mkdir()
+    (unsolved / "tiny_pi/data/table.json").write_text("{}")
+    os.mkfifo(unsolved / "tiny_pi/pipe.py")
+    (unsolved / "tiny_pi/loop").symlink_to(unsolved / "tiny_pi", target_is_directory=True)
+    (unsolved / "notes.py").write_text("scratch = 1\n")
+    (unsolved / "tests/test_01_adder.py").write_text("def test_nothing(): pass\n")
+    with verdict_copy(chapter, unsolved) as copy:
+        files = sorted(path.relative_to(copy.directory).as_posix() for path in copy.directory.rglob("*")
+                       if not path.is_dir())
+        assert files == ["pytest.ini", "tests/test_01_adder.py", "tiny_pi/adder.py", "tiny_pi/data/table.json"]
+        assert (copy.directory / "tiny_pi/adder.py").read_text() == UNSOLVED
+        assert (copy.directory / "tiny_pi/loop").resolve() == (unsolved / "tiny_pi").resolve()  # read in place
+        assert (copy.directory / "tests/test_01_adder.py").read_bytes() == (
+            mini_course / CHAPTER / "parent/tests/test_01_adder.py").read_bytes()
+        assert [(item.path, item.how) for item in copy.replaced] == [
+            ("tests/test_01_adder.py", "changed"), ("tiny_pi/pipe.py", "unreadable")]
+    assert (unsolved / "tiny_pi/adder.py").read_text() == UNSOLVED  # removing the copy removed only the link
+
+
+def test_the_note_names_every_replaced_file_and_says_truly_what_was_used(mini_course: Path, unsolved: Path) -> None:
+    (unsolved / "tests/test_01_adder.py").unlink()
+    (unsolved / "tests/conftest.py").write_text("")
+    (unsolved / "tests/data.txt").write_text("not python, still a test file\n")
+    ini = unsolved / "pytest.ini"
+    ini.write_text(ini.read_text() + "addopts = -p no:terminal\n")
+    result = run_course(mini_course, "test", "1", str(unsolved), "--json")
+    assert result.returncode == 1, result.stdout
+    note = next(check for check in json.loads(result.stdout)["checks"] if check["kind"] == "note")
+    assert note["replaced"] == [
+        {"path": "pytest.ini", "how": "changed"},
+        {"path": "tests/conftest.py", "how": "added"},
+        {"path": "tests/data.txt", "how": "added"},
+        {"path": "tests/test_01_adder.py", "how": "deleted"},
+    ]
+    assert note["actual"] == (
+        "the verdict used the chapter's: pytest.ini (yours differs), tests/test_01_adder.py (missing from your dir); "
+        "the verdict left out: tests/conftest.py (the chapter has none), tests/data.txt (the chapter has none); "
+        f"to take the chapter's versions: course reset 01 {unsolved} --file pytest.ini (and the same for each file named)"
+    )
+    text = run_course(mini_course, "test", "1", str(unsolved)).stdout
+    assert "[ok]   files of yours the verdict did not use - the verdict used the chapter's: pytest.ini" in text
 
 
 def edit_toml(root: Path, old: str, new: str) -> None:
