@@ -125,8 +125,11 @@ async def abort_on_interrupt(
             agent.abort()
 
 
-def read_prompts(lines: TextIO) -> Iterator[str]:
-    """The non-empty lines of `lines`, stripped, read one at a time as they arrive."""
+def read_prompts(prompt: str | None, lines: TextIO) -> Iterator[str]:
+    """The PROMPT alone; without one, the non-empty lines of `lines`, stripped, read as they arrive."""
+    if prompt is not None:
+        yield prompt
+        return
     for line in lines:
         if line.strip():
             yield line.strip()
@@ -186,8 +189,8 @@ def main(argv: list[str] | None = None) -> int:
         base_url=args.base_url, model=args.model, api_key=os.environ.get(API_KEY_VARIABLE)
     )
     registry = ToolRegistry(builtin_tools(args.root))
-    prompts = iter([args.prompt]) if args.prompt is not None else read_prompts(sys.stdin)
     try:
+        prompts = read_prompts(args.prompt, sys.stdin)
         return trio.run(converse, model, registry, prompts, args.max_turns, sys.stdout)
     except KeyboardInterrupt:  # a second Ctrl-C, or one before the run could listen
         print("\ninterrupted", file=sys.stderr)
