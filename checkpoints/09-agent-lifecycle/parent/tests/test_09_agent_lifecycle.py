@@ -225,7 +225,10 @@ def test_agent_state_is_updated_before_listeners_are_told():
     by_type = {}
     for kind, state in seen:
         by_type.setdefault(kind, state)
-    assert by_type["agent_start"].running
+    at_start = by_type["agent_start"]
+    assert at_start.running, (
+        f"the state was not updated before the listener ran: at agent_start, running={at_start.running}"
+    )
     assert by_type["text_delta"].streaming_text == "Reading."
     assert [call.id for call in by_type["tool_execution_start"].pending_tool_calls] == ["call_1"]
     last_type, last = seen[-1]
