@@ -31,6 +31,11 @@ from tiny_pi.tools import ToolRegistry
 
 ABORT_GRACE = 1.0  # seconds a run has to end by itself after an abort
 BUSY = "busy: a run is in progress; steer it, follow it up, abort it or wait_for_idle first"
+NOT_RUNNING = "no run in progress: {what} reaches only a running agent; use prompt"
+NOTHING_TO_CONTINUE = "nothing to continue: {why}"
+EMPTY_TRANSCRIPT = "the transcript is empty"
+ALREADY_ANSWERED = "the model has already answered; prompt with a new message"
+LISTENER_RAISED = "listener {name} raised {kind}: {error}"
 ABORTED_BEFORE_START = "the run was aborted before it started"
 IGNORED_ABORT = f"the run did not stop within {ABORT_GRACE} s of the abort and was cancelled"
 
