@@ -129,6 +129,11 @@ class Agent:
         """Stop the running run, if there is one: the model call and the tools get the signal."""
         raise NotImplementedError("lab 9.4: abort")
 
+    @property
+    def aborting(self) -> bool:
+        """True from abort() until the run's agent_end: asked to stop, not stopped yet."""
+        raise NotImplementedError("lab 9.4: aborting")
+
     async def wait_for_idle(self) -> None:
         """Return once no run is going, including runs that listeners started."""
         raise NotImplementedError("lab 9.2: wait_for_idle")

@@ -522,6 +522,33 @@ def test_abort_before_anything_started_gives_one_end_event_and_no_model_call():
     assert len(model.requests) == 1
 
 
+def test_abort_aborting_is_true_from_abort_until_the_run_ends():
+    model = ScriptedModel([reply("never sent"), reply("Hello!")])
+    heard = []
+
+    async def body(agent):
+        agent.subscribe(lambda event: heard.append((event.type, agent.aborting)))
+        seen = [agent.aborting]
+        agent.abort()  # idle: nothing to abort
+        seen.append(agent.aborting)
+        agent.prompt("Hi")
+        seen.append(agent.aborting)
+        agent.abort()
+        seen.append(agent.aborting)
+        await agent.wait_for_idle()
+        seen.append(agent.aborting)
+        agent.continue_()  # a fresh run, a fresh signal
+        seen.append(agent.aborting)
+        await agent.wait_for_idle()
+        return seen
+
+    seen = with_agent(model, body)
+
+    assert seen == [False, False, False, True, False, False]
+    assert heard[:2] == [("agent_start", True), ("agent_end", False)]  # over once its end is told
+    assert [aborting for _, aborting in heard[2:]] == [False] * len(ONE_TURN)
+
+
 class IgnoresAbort:
     """Streams the first words of an answer, then hangs without ever looking at its signal."""
 

@@ -117,11 +117,9 @@ async def abort_on_interrupt(
     """The first Ctrl-C aborts the running prompt; a second one, or one between prompts, stops at once."""
     with trio.open_signal_receiver(signals.SIGINT) as interrupts:
         task_status.started()
-        pressed = False
         async for _ in interrupts:
-            if pressed or not agent.state.running:
+            if agent.aborting or not agent.state.running:
                 raise KeyboardInterrupt
-            pressed = True
             agent.abort()
 
 

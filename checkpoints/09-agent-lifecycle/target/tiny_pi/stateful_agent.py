@@ -150,6 +150,11 @@ class Agent:
         if self._run is not None:
             self._run.signal.abort()
 
+    @property
+    def aborting(self) -> bool:
+        """True from abort() until the run's agent_end: asked to stop, not stopped yet."""
+        return self._run is not None and self._run.signal.aborted
+
     async def wait_for_idle(self) -> None:
         """Return once no run is going, including runs that listeners started."""
         await trio.lowlevel.checkpoint()
