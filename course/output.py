@@ -24,6 +24,10 @@ from course.failures import first_failure, tests_by_lab
 from course.locate import shown
 from course.redlights import Update
 
+# The version of the shape of every --json report; docs/course-test.schema.json is its contract
+# for `course test --json`. A new key keeps the version; a key removed, renamed or retyped raises it.
+SCHEMA_VERSION = 1
+
 OK_MARK = "[ok]  "
 FAIL_MARK = "[FAIL]"
 
@@ -47,6 +51,7 @@ def emit_json(document: dict[str, object]) -> None:
 
 def report(command: str, checks: list[Check], duration: float, **extra: object) -> dict[str, object]:
     return {
+        "schema_version": SCHEMA_VERSION,
         "command": command,
         "ok": all(check.ok for check in checks),
         "passed_checks": sum(check.ok for check in checks),
