@@ -14,19 +14,15 @@ from __future__ import annotations
 
 import json
 import os
-import pty
-import select
 import shutil
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from conftest import FIXTURES, REPO, course, made_practice, mini, tree_hash
 from course.locate import shown
-from loop_helpers import RIGHT, WRONG, course_env, practice
+from loop_helpers import RIGHT, WRONG, practice, pty_session
 from tool_helpers import chain_course, replace_once, tool
 
 TOML = "checkpoints/01-adder/chapter.toml"
@@ -71,40 +67,6 @@ def test_an_edit_made_between_the_save_and_the_restore_survives_the_reset(mini_c
 # The confirmation: Enter means no --------------------------------------------------------
 
 
-def answer_on_a_terminal(root: Path, args: list[str], answer: bytes, timeout: float = 60) -> tuple[int, str]:
-    """Run `course ARGS` on a pseudo-terminal, type `answer` at its [y/N] prompt, return (status, output)."""
-    master, slave = pty.openpty()
-    process = subprocess.Popen([sys.executable, "-m", "course", *args], cwd=REPO, stdin=slave, stdout=slave,
-                               stderr=slave, env=course_env(root, TERM="dumb"), close_fds=True)
-    os.close(slave)
-    seen = b""
-    answered = False
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([master], [], [], 0.2)
-            if ready:
-                try:
-                    data = os.read(master, 4096)
-                except OSError:  # EIO: the command closed its terminal
-                    break
-                if not data:
-                    break
-                seen += data
-            elif process.poll() is not None:
-                break
-            if not answered and b"[y/N]" in seen:
-                os.write(master, answer)
-                answered = True
-    finally:
-        os.close(master)
-        if process.poll() is None:
-            process.kill()
-        status = process.wait()
-    assert answered, f"no [y/N] prompt; it printed: {seen.decode(errors='replace')}"
-    return status, seen.decode(errors="replace")
-
-
 @pytest.mark.parametrize("where", ["pipe", "terminal"])
 def test_enter_at_the_reset_prompt_means_no(mini_course: Path, tmp_path: Path, where: str) -> None:
     learner = practice(mini_course, tmp_path / "p")
@@ -113,7 +75,7 @@ def test_enter_at_the_reset_prompt_means_no(mini_course: Path, tmp_path: Path, w
         result = mini(mini_course, "reset", "1", str(learner), input="\n")
         status, printed = result.returncode, result.stdout + result.stderr
     else:
-        status, printed = answer_on_a_terminal(mini_course, ["reset", "1", str(learner)], b"\r")
+        status, printed = pty_session(mini_course, ["reset", "1", str(learner)], answers={b"Reset these files?": b"\r"})
     assert "[y/N]" in printed, "the prompt shows that no is the default"
     assert status == 1 and "Nothing was changed." in printed, printed
     assert (learner / "tiny_pi/adder.py").read_text() == WRONG
