@@ -298,7 +298,7 @@ def test_command(ctx: CourseContext, chapter_id: str | None, directory: str | No
     step = next_step(chapter, last, update.state, place.dir_words(), following, "test", following_words)
     if as_json:
         output.emit_json(output.report(
-            "test", checks, duration, chapter=chapter.name, directory=str(place.directory), next=step,
+            "test", checks, duration, chapter=chapter.name, directory=str(place.directory.absolute()), next=step,
             redlight_seen=update.seen.id if update.seen else None,
             redlights_done=[r.id for r in update.done], redlights=dict(update.state.states),
         ))

@@ -26,6 +26,10 @@ from course.locate import shown
 from course.redlights import Update
 from course.verdict_copy import ADDED, CHANGED, DELETED, UNREADABLE, Replaced
 
+# The version of the shape of every --json report; docs/course-test.schema.json is its contract
+# for `course test --json`. A new key keeps the version; a key removed, renamed or retyped raises it.
+SCHEMA_VERSION = 1
+
 OK_MARK = "[ok]  "
 FAIL_MARK = "[FAIL]"
 
@@ -49,6 +53,7 @@ def emit_json(document: dict[str, object]) -> None:
 
 def report(command: str, checks: list[Check], duration: float, **extra: object) -> dict[str, object]:
     return {
+        "schema_version": SCHEMA_VERSION,
         "command": command,
         "ok": all(check.ok for check in checks),
         "passed_checks": sum(check.ok for check in checks),

@@ -144,6 +144,16 @@ def course_process(*args: str, cwd: Path | None = None, env: dict[str, str] | No
     )
 
 
+def installed_layout(site: Path) -> Path:
+    """SITE laid out as a regular install lays the course out: site/course with the chapters as course/checkpoints."""
+    from course.workspace import IGNORED_NAMES
+
+    ignore = shutil.ignore_patterns(*IGNORED_NAMES)
+    shutil.copytree(REPO / "course", site / "course", ignore=ignore)
+    shutil.copytree(REPO / "checkpoints", site / "course" / "checkpoints", ignore=ignore)
+    return site
+
+
 @pytest.fixture
 def mini_course(tmp_path: Path) -> Path:
     """A private copy of the one-chapter fixture course, free to break."""

@@ -123,6 +123,15 @@ def save_by_rename(path: Path, text: str) -> None:
 
 def run_in_pty(root: Path, *args: str, timeout: float = 60.0, **env: str) -> str:
     """Run `course ARGS` with a pseudo-terminal as stdin/stdout/stderr; return what it printed."""
+    return pty_session(root, list(args), timeout=timeout, **env)[1]
+
+
+def pty_session(root: Path, args: list[str], timeout: float = 60.0, answers: dict[bytes, bytes] | None = None,
+                **env: str) -> tuple[int, str]:
+    """`course ARGS` on a pseudo-terminal; each answer is typed once its prompt has appeared.
+
+    Returns the exit status and what the command printed.
+    """
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 100, 0, 0))
     process = subprocess.Popen(
@@ -135,6 +144,7 @@ def run_in_pty(root: Path, *args: str, timeout: float = 60.0, **env: str) -> str
         close_fds=True,
     )
     os.close(slave)
+    pending = dict(answers or {})
     chunks: list[bytes] = []
     deadline = time.monotonic() + timeout
     timed_out = False
@@ -149,6 +159,8 @@ def run_in_pty(root: Path, *args: str, timeout: float = 60.0, **env: str) -> str
                 if not data:
                     break
                 chunks.append(data)
+                for prompt in [prompt for prompt in pending if prompt in b"".join(chunks)]:
+                    os.write(master, pending.pop(prompt))
             elif process.poll() is not None:
                 break
         else:  # the deadline came before the command closed its terminal or exited
@@ -157,8 +169,9 @@ def run_in_pty(root: Path, *args: str, timeout: float = 60.0, **env: str) -> str
         os.close(master)
         if process.poll() is None:
             process.kill()
-        process.wait()
+        status = process.wait()
     # A command still running at the deadline was waiting for something (a pager's keypress,
     # a prompt): what it printed so far must not pass for its whole output.
     assert not timed_out, f"course {' '.join(args)} was still running after {timeout} s; it printed: {chunks[-1:]!r}"
-    return b"".join(chunks).decode("utf-8", "replace")
+    assert not pending, f"course {' '.join(args)} never asked {list(pending)}; it printed: {b''.join(chunks)!r}"
+    return status, b"".join(chunks).decode("utf-8", "replace")

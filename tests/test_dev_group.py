@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +17,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from conftest import REPO, course, course_process, mini
+from conftest import REPO, course, course_process, installed_layout, mini
 from course.catalog import load_catalog
 from course.cli import cli
 from course.workspace import IGNORED_NAMES
@@ -70,11 +69,7 @@ def test_author_tools_work_from_a_directory_outside_the_checkout(tmp_path: Path)
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The layout of a regular install: site/course with the chapters as course/checkpoints."""
-    site = tmp_path_factory.mktemp("site")
-    ignore = shutil.ignore_patterns(*IGNORED_NAMES)
-    shutil.copytree(REPO / "course", site / "course", ignore=ignore)
-    shutil.copytree(REPO / "checkpoints", site / "course" / "checkpoints", ignore=ignore)
-    return site
+    return installed_layout(tmp_path_factory.mktemp("site"))
 
 
 def test_an_installed_course_runs_the_read_only_tools_and_refuses_the_writers(installed: Path, tmp_path: Path) -> None:

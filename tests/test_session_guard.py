@@ -37,3 +37,22 @@ def test_a_session_that_only_reads_checkpoints_passes(pytester: pytest.Pytester)
     result = _session_with(pytester, "assert (CHECKPOINTS / 'chapter.toml').read_text()")
     assert result.ret == pytest.ExitCode.OK
     assert "wrote under checkpoints" not in result.stdout.str()
+
+
+def test_a_test_that_hangs_fails_in_seconds_with_its_name_and_the_next_one_runs(pytester: pytest.Pytester) -> None:
+    """The suite's own time limit (pyproject.toml, pytest-timeout), shortened here to 2 s.
+
+    Its settings are copied from the suite's, so a change of method or a lost
+    plugin shows here: the hanging test fails with its name, and the worker
+    goes on to the next test instead of holding the run until CI's limit.
+    """
+    import tomllib
+
+    settings = tomllib.loads((CONFTEST.parent.parent / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
+    assert int(settings["timeout"]) > 0 and settings["timeout_method"] == "signal"
+    pytester.makeini(f"[pytest]\ntimeout = 2\ntimeout_method = {settings['timeout_method']}\n")
+    pytester.makepyfile(test_hang="import time\n\ndef test_sleeps_forever():\n    time.sleep(600)\n\ndef test_after():\n    pass\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "xdist", "-n", "1", timeout=60)
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*FAILED*test_sleeps_forever*Timeout*"])
+    assert result.duration < 300, "the sleep was cut short, not waited out (generous: a busy machine starts xdist slowly)"
