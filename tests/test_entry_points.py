@@ -314,10 +314,6 @@ def test_a_lab_with_both_select_and_nodes_is_refused_in_one_line(mini_course: Pa
 
 # Red lights after green --lab runs --------------------------------------------------------
 
-# For the lead: red-light recognition after `--lab` runs is being fixed on branch loop; this
-# test states the behaviour issue 21 asks for ("recognise the break whenever the code was
-# green before it") and must pass once that branch is merged (then drop the xfail mark).
-@pytest.mark.xfail(strict=True, reason="fixed on branch loop")
 def test_a_break_after_green_lab_runs_is_the_red_light(mini_course: Path, tmp_path: Path) -> None:
     """The lesson's order: all green, then a lab on its own, then the documented break."""
     learner = practice(mini_course, tmp_path / "p")
