@@ -8,8 +8,8 @@ next model call. Run this module to see a session's tree:
     python -m tiny_pi.session FILE
 
 One line per entry (id, role or kind, first words), in file order; the
-entries after a branch point are indented, and the last entry, where a
-run resumes, is marked.
+entries after a fork are indented, each branch's first one marked `+`,
+and the last entry, where a run resumes, is marked `<- last`.
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ class SessionRecorder:
 
 
 def tree_lines(session: Session) -> list[str]:
-    """One line per entry, depth first in file order; a branch's entries indented under its point."""
+    """One line per entry, depth first in file order; each branch after a fork starts with `+`."""
     raise NotImplementedError("lab 10.2: the tree, one line per entry")
 
 

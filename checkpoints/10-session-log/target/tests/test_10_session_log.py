@@ -231,9 +231,9 @@ def test_tree_show_prints_ids_roles_and_first_words(tmp_path, capsys):
         "c3 assistant: I will read the README first. [read]\n"
         "d4 toolResult: # tiny-pi A small agent runtime.\n"
         "e5 assistant: The project is called tiny-pi.\n"
-        "  f6 user: And what does it do?\n"
+        "+ f6 user: And what does it do?\n"
         "  g7 assistant: It runs agents.\n"
-        "  h8 user: Who wrote it?  <- last\n"
+        "+ h8 user: Who wrote it?  <- last\n"
     )
 
 

@@ -18,6 +18,11 @@ stdin is a prompt of one conversation (one Agent), run in order:
 A summary follows each prompt. The first prompt that does not end in `stop`
 ends the session with that prompt's exit status; the lines after it are not
 sent. At the end of the input the status is 0.
+
+With --session FILE the conversation lives in FILE, a JSON Lines log
+(tiny_pi.session_log): a run resumes from its last entry, or from entry ID
+with --branch ID, and every message is on disk before the next model call.
+A session that is not whole is refused (exit 2) before anything is sent.
 """
 
 from __future__ import annotations
@@ -147,7 +152,8 @@ async def converse(
     """
     status = 0
     async with trio.open_nursery() as nursery:
-        agent = Agent(model, registry, nursery, max_turns=max_turns, messages=session.messages if session else ())
+        resumed = session.messages if session is not None else ()
+        agent = Agent(model, registry, nursery, max_turns=max_turns, messages=resumed)
         agent.subscribe(TerminalPrinter(out))
         if session is not None:  # subscribed last: it saves what every other listener saw
             agent.subscribe(SessionRecorder(session.writer, agent))

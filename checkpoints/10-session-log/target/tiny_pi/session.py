@@ -8,8 +8,8 @@ next model call. Run this module to see a session's tree:
     python -m tiny_pi.session FILE
 
 One line per entry (id, role or kind, first words), in file order; the
-entries after a branch point are indented, and the last entry, where a
-run resumes, is marked.
+entries after a fork are indented, each branch's first one marked `+`,
+and the last entry, where a run resumes, is marked `<- last`.
 """
 
 from __future__ import annotations
@@ -104,19 +104,20 @@ class SessionRecorder:
 
 
 def tree_lines(session: Session) -> list[str]:
-    """One line per entry, depth first in file order; a branch's entries indented under its point."""
+    """One line per entry, depth first in file order; each branch after a fork starts with `+`."""
     children: dict[str | None, list[Entry]] = {}
     for entry in session.entries:
         children.setdefault(entry.parent_id, []).append(entry)
     lines = []
-    stack = [(entry, 0) for entry in reversed(children.get(None, []))]
+    stack = [(entry, 0, False) for entry in reversed(children.get(None, []))]
     while stack:
-        entry, indent = stack.pop()
+        entry, indent, starts_branch = stack.pop()
+        lead = "  " * (indent - 1) + "+ " if starts_branch else "  " * indent
         mark = "  <- last" if entry.id == session.last_id else ""
-        lines.append(f"{'  ' * indent}{entry.id} {describe(entry)}{mark}")
+        lines.append(f"{lead}{entry.id} {describe(entry)}{mark}")
         below = children.get(entry.id, [])
-        step = 1 if len(below) > 1 else 0  # a straight line of entries stays where it is
-        stack.extend((child, indent + step) for child in reversed(below))
+        fork = len(below) > 1  # a straight line of entries stays where it is
+        stack.extend((child, indent + fork, fork) for child in reversed(below))
     return lines
 
 
