@@ -101,7 +101,7 @@ UNCOMMITTED = (
     "to repair, delete that line, or end it with a newline if it is whole"
 )
 CORRUPTIONS = [
-    ("not_json", replace(3, '{"type": "message", "id": "b2"'), 3, "not JSON: Expecting ',' delimiter at column 31"),
+    ("not_json", replace(3, '{"type": "message", "id": "b2"'), 3, "not JSON: Expecting ',' delimiter (column 31)"),
     ("not_an_object", replace(2, "[1, 2]"), 2, "expected a JSON object, got list"),
     ("nan", replace(4, with_arguments('{"n": NaN}')), 4, "NaN is not a JSON value"),
     ("infinity", replace(4, with_arguments('{"n": 1e999}')), 4, "1e999 is out of range for a JSON number"),

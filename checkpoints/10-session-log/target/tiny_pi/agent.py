@@ -155,7 +155,7 @@ async def converse(
         resumed = session.messages if session is not None else ()
         agent = Agent(model, registry, nursery, max_turns=max_turns, messages=resumed)
         agent.subscribe(TerminalPrinter(out))
-        if session is not None:  # subscribed last: it saves what every other listener saw
+        if session is not None:  # saves the new messages before every model call
             agent.subscribe(SessionRecorder(session.writer, agent))
         await nursery.start(abort_on_interrupt, agent)
         while status == 0:

@@ -123,7 +123,7 @@ def parse_line(path: Path, number: int, raw: bytes) -> dict[str, Any]:
     except UnicodeDecodeError as error:
         raise SessionError(path, number, f"not UTF-8: {error.reason}") from error
     except json.JSONDecodeError as error:
-        raise SessionError(path, number, f"not JSON: {error.msg} at column {error.colno}") from error
+        raise SessionError(path, number, f"not JSON: {error.msg} (column {error.colno})") from error
     except ValueError as error:
         raise SessionError(path, number, str(error)) from error
     if not isinstance(data, dict):
