@@ -183,7 +183,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--root", type=Path, default=Path("."), help="the directory the tools may read")
     parser.add_argument("--max-turns", type=int, default=DEFAULT_MAX_TURNS, help="model calls per run")
     parser.add_argument("prompt", nargs="?", help="the question; without it, one prompt per line of stdin")
-    parser.add_argument("--session", type=Path, help="a JSON Lines log to resume and append to")
+    parser.add_argument("--session", type=Path, metavar="FILE", help="a JSON Lines log to resume and append to")
     parser.add_argument("--branch", metavar="ID", help="continue the session from entry ID")
     args = parser.parse_args(argv)
     if args.prompt is None and sys.stdin.isatty():
