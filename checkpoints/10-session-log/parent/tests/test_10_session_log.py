@@ -29,7 +29,7 @@ from tiny_pi.builtin_tools import builtin_tools
 from tiny_pi.messages import ToolCall, ToolResultMessage, assistant_message, text, user_message
 from tiny_pi.messages.transcript import to_data
 from tiny_pi.providers.openai_compatible import OpenAICompatibleModel
-from tiny_pi.session import SessionRecorder, tree_lines
+from tiny_pi.session import SessionRecorder
 from tiny_pi.session_log import (
     MessageEntry,
     ModelChangeEntry,

@@ -25,7 +25,6 @@ from tiny_pi.messages import AgentMessage, ToolCall, text_of
 from tiny_pi.session_log import (
     UNCOMMITTED,
     Entry,
-    MessageEntry,
     ModelChangeEntry,
     Session,
     SessionError,
