@@ -120,6 +120,7 @@ CORRUPTIONS = [
         "message refused: message: unknown role 'robot'",
     ),
     ("header_version", replace(1, {"type": "session", "version": 2, "id": "s1", "timestamp": 0}), 1, "unsupported version 2 (this reader knows 1)"),
+    ("header_id", replace(1, {"type": "session", "version": 1, "id": None, "timestamp": 0}), 1, "a session id is a non-empty string, got None"),
     ("torn", "torn", 9, UNCOMMITTED),
     ("unended", "unended", 9, UNCOMMITTED),
 ]

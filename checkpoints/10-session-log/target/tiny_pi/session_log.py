@@ -161,7 +161,9 @@ def check_header(data: dict[str, Any], path: Path) -> str:
     check_fields(data, HEADER_FIELDS, path, 1)
     if data["version"] != VERSION:
         raise SessionError(path, 1, f"unsupported version {data['version']!r} (this reader knows {VERSION})")
-    return str(data["id"])
+    if not isinstance(data["id"], str) or not data["id"]:
+        raise SessionError(path, 1, f"a session id is a non-empty string, got {data['id']!r}")
+    return data["id"]
 
 
 def check_fields(data: dict[str, Any], fields: tuple[str, ...], path: Path, number: int) -> None:
