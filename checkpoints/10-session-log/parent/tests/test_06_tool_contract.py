@@ -284,6 +284,20 @@ def test_contract_an_empty_list_is_a_result_with_no_blocks():
     assert (result.is_error, result.content) == (False, ())
 
 
+@pytest.mark.parametrize("escape", [KeyboardInterrupt, SystemExit])
+def test_contract_what_is_not_an_exception_is_never_a_result(escape):
+    async def interrupted(arguments, *, signal):
+        raise escape("not the tool's failure: it belongs to whoever raised it")
+
+    registry = ToolRegistry([Tool("stop", "Stop.", {"type": "object"}, interrupted)])
+    try:
+        result = run(call({}, name="stop"), registry)
+    except* escape:
+        result = None  # it passed through, as it must
+
+    assert result is None, f"the {escape.__name__} was turned into a result: {error_text(result)}"
+
+
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),

@@ -13,6 +13,7 @@ import os
 import signal as signals
 import subprocess
 import sys
+import unicodedata
 from functools import partial
 from pathlib import Path
 
@@ -325,7 +326,7 @@ def test_end_an_abort_during_a_tool_ends_the_run_promptly_with_no_task_left():
     assert len(model.requests) == 1
 
 
-# Lab 7.4: the same round trip over real HTTP.
+# Lab 7.5: the same round trip over real HTTP (its command-line tests follow lab 7.4's).
 
 
 def real_model(server, api_key=SECRET):
@@ -417,7 +418,7 @@ def test_http_abort_during_the_model_call_keeps_the_partial_and_never_sends_it_b
     assert [message["role"] for message in server.requests[1][1]["messages"]] == ["user", "user"]
 
 
-# Lab 7.5: the built-in tools and the command line.
+# Lab 7.4: the built-in tools read and ls, confined to a root.
 
 
 def call_tool(registry, name, arguments, call_id="call_1"):
@@ -488,6 +489,9 @@ def test_builtin_ls_lists_one_entry_a_line(tmp_path):
     assert call_tool(registry, "ls", {"path": "README.md"}) == (
         True, "Tool 'ls' failed: NotADirectoryError: no such directory: README.md"
     )
+
+
+# Lab 7.5, continued: python -m tiny_pi.agent, the command line.
 
 
 def agent_command(server, root, *extra):
@@ -623,3 +627,59 @@ def test_cli_ctrl_c_aborts_the_turn_and_prints_the_partial(tmp_path):
     assert stdout == "Let me look\n"
     assert stderr.startswith("[aborted] turns: 1, ")
     assert stderr.endswith("error: Request was aborted\n")
+
+
+def call_chunk(index, call_id, name, arguments):
+    """A whole tool call in one chunk, at its own wire index."""
+    function = {"name": name, "arguments": arguments}
+    return chunk({"tool_calls": [{"index": index, "id": call_id, "type": "function", "function": function}]})
+
+
+async def hostile_model(stream, body):
+    """A reply, a tool name and (through ls) a file name that try to drive the terminal; no usage."""
+    if body["messages"][-1]["role"] != "tool":
+        payloads = [
+            chunk({"role": "assistant", "content": "Title\x1b]0;pwned\x07 and\x1b[2J clear, "}),
+            chunk({"content": "safe\rEVIL\n\tindented\n"}),
+            call_chunk(0, "call_1", "ls", "{}"),
+            call_chunk(1, "call_2", "l\x1bs", "{}"),
+            chunk(finish_reason="tool_calls"),
+        ]
+    else:
+        payloads = [chunk({"role": "assistant", "content": "Done."}), chunk(finish_reason="stop")]
+    await stream.send_all(STREAM_HEAD)
+    for payload in payloads:
+        await send_chunk(stream, sse(payload))
+    await send_chunk(stream, b"data: [DONE]\n\n")
+    await stream.send_all(b"0\r\n\r\n")
+
+
+def test_cli_text_it_did_not_write_never_drives_the_terminal(tmp_path):
+    root = project_dir(tmp_path)
+    (root / "\x1b]0;owned\x07.md").write_text("a file name with a title change in it", encoding="utf-8")
+
+    _, done = run_agent_process(hostile_model, root)
+
+    stdout, stderr = done.stdout.decode(), done.stderr.decode()
+    assert done.returncode == 0, stderr
+    controls = sorted({char for char in stdout + stderr if unicodedata.category(char) == "Cc"} - {"\n", "\t"})
+    assert controls == [], f"control characters reached the terminal: {controls}"
+    assert "\n\tindented\n" in stdout  # the reply's own newlines and tabs are kept
+    assert [word in stdout for word in ("pwned", "EVIL", "owned", "l")] == [True] * 4
+    starts = [line.split(" ")[0] for line in stdout.splitlines()[-5:]]  # results come as they finish
+    assert sorted(starts[2:4]) == ["[error]", "[ok]"] and starts[:2] + starts[4:] == ["[tool]", "[tool]", "Done."]
+
+
+def test_cli_a_server_that_reports_no_usage_is_said_so(tmp_path):
+    async def no_usage(stream, body):
+        await stream.send_all(STREAM_HEAD)
+        for payload in readme_answer(body):
+            if "usage" not in payload:
+                await send_chunk(stream, sse(payload))
+        await send_chunk(stream, b"data: [DONE]\n\n")
+        await stream.send_all(b"0\r\n\r\n")
+
+    _, done = run_agent_process(no_usage, project_dir(tmp_path))
+
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stderr.decode() == "[stop] turns: 2, tokens: not reported by the server\n"

@@ -225,7 +225,10 @@ def test_agent_state_is_updated_before_listeners_are_told():
     by_type = {}
     for kind, state in seen:
         by_type.setdefault(kind, state)
-    assert by_type["agent_start"].running
+    at_start = by_type["agent_start"]
+    assert at_start.running, (
+        f"the state was not updated before the listener ran: at agent_start, running={at_start.running}"
+    )
     assert by_type["text_delta"].streaming_text == "Reading."
     assert [call.id for call in by_type["tool_execution_start"].pending_tool_calls] == ["call_1"]
     last_type, last = seen[-1]
@@ -517,6 +520,33 @@ def test_abort_before_anything_started_gives_one_end_event_and_no_model_call():
     assert (aborted.stop_reason, aborted.turns, aborted.messages) == ("aborted", 0, ())
     assert aborted.error_message == "the run was aborted before it started"
     assert len(model.requests) == 1
+
+
+def test_abort_aborting_is_true_from_abort_until_the_run_ends():
+    model = ScriptedModel([reply("never sent"), reply("Hello!")])
+    heard = []
+
+    async def body(agent):
+        agent.subscribe(lambda event: heard.append((event.type, agent.aborting)))
+        seen = [agent.aborting]
+        agent.abort()  # idle: nothing to abort
+        seen.append(agent.aborting)
+        agent.prompt("Hi")
+        seen.append(agent.aborting)
+        agent.abort()
+        seen.append(agent.aborting)
+        await agent.wait_for_idle()
+        seen.append(agent.aborting)
+        agent.continue_()  # a fresh run, a fresh signal
+        seen.append(agent.aborting)
+        await agent.wait_for_idle()
+        return seen
+
+    seen = with_agent(model, body)
+
+    assert seen == [False, False, False, True, False, False]
+    assert heard[:2] == [("agent_start", True), ("agent_end", False)]  # over once its end is told
+    assert [aborting for _, aborting in heard[2:]] == [False] * len(ONE_TURN)
 
 
 class IgnoresAbort:

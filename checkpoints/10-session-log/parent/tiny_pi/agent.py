@@ -27,6 +27,7 @@ import json
 import os
 import signal as signals
 import sys
+import unicodedata
 from pathlib import Path
 from typing import Iterator, TextIO
 
@@ -34,11 +35,12 @@ import trio
 
 from tiny_pi.agent_events import AgentEvent, AgentOutcome
 from tiny_pi.agent_loop import DEFAULT_MAX_TURNS, ToolUsingModel
-from tiny_pi.builtin_tools import builtin_tools
-from tiny_pi.messages import ToolCall, ToolResultMessage, text_of
+from tiny_pi.bash_tool import DEFAULT_TIMEOUT
+from tiny_pi.messages import AssistantMessage, ToolCall, ToolResultMessage, text_of
 from tiny_pi.providers.openai_compatible import OpenAICompatibleModel
 from tiny_pi.stateful_agent import Agent
 from tiny_pi.tools import ToolRegistry
+from tiny_pi.toolset import DEFAULT_TOOLS, chosen_tools, tool_names
 
 API_KEY_VARIABLE = "TINY_PI_API_KEY"
 LINE_WIDTH = 100
@@ -55,7 +57,7 @@ class TerminalPrinter:
     def __call__(self, event: AgentEvent) -> None:
         match event.type:
             case "text_delta":
-                self.write(event.delta)
+                self.write(printable(event.delta, keep="\n\t"))
             case "tool_execution_start":
                 self.line(describe_call(event.tool_call))
             case "tool_execution_end":
@@ -80,9 +82,23 @@ class TerminalPrinter:
             self.write("\n")
 
 
+def printable(piece: str, keep: str = "") -> str:
+    """`piece` with its control characters escaped (`\\x1b`), except those in `keep`.
+
+    The model, a tool or a file name wrote this text, not the agent: an escape
+    sequence in it would retitle, clear or overwrite the user's terminal.
+    """
+    return "".join(
+        char.encode("unicode_escape").decode("ascii")
+        if unicodedata.category(char) == "Cc" and char not in keep
+        else char
+        for char in piece
+    )
+
+
 def short(line: str, width: int = LINE_WIDTH) -> str:
-    """One line, at most `width` characters: whitespace runs become one space."""
-    flat = " ".join(line.split())
+    """One line, at most `width` characters: whitespace runs become one space, controls are escaped."""
+    flat = printable(" ".join(line.split()))
     return flat if len(flat) <= width else flat[: width - 3] + "..."
 
 
@@ -101,14 +117,25 @@ def describe_result(result: ToolResultMessage) -> str:
 def summary(outcome: AgentOutcome) -> str:
     """How the run ended and what it cost, over all its turns."""
     usage = outcome.usage
-    line = (
-        f"[{outcome.stop_reason}] turns: {outcome.turns}, tokens: input {usage.input}, "
-        f"output {usage.output}, cache read {usage.cache_read or 0}, "
-        f"cache write {usage.cache_write or 0}"
-    )
+    line = f"[{outcome.stop_reason}] turns: {outcome.turns}, tokens: "
+    if usage_reported(outcome):
+        line += (
+            f"input {usage.input}, output {usage.output}, "
+            f"cache read {usage.cache_read or 0}, cache write {usage.cache_write or 0}"
+        )
+    else:
+        line += "not reported by the server"
     if outcome.error_message:
-        line += f"\nerror: {outcome.error_message}"
+        line += f"\nerror: {printable(outcome.error_message)}"
     return line
+
+
+def usage_reported(outcome: AgentOutcome) -> bool:
+    """Whether a server counted any turn: its ledger (chapter 05) always sets cache_read, 0 included."""
+    return any(
+        isinstance(message, AssistantMessage) and message.usage.cache_read is not None
+        for message in outcome.messages
+    )
 
 
 async def abort_on_interrupt(
@@ -117,11 +144,9 @@ async def abort_on_interrupt(
     """The first Ctrl-C aborts the running prompt; a second one, or one between prompts, stops at once."""
     with trio.open_signal_receiver(signals.SIGINT) as interrupts:
         task_status.started()
-        pressed = False
         async for _ in interrupts:
-            if pressed or not agent.state.running:
+            if agent.aborting or not agent.state.running:
                 raise KeyboardInterrupt
-            pressed = True
             agent.abort()
 
 
@@ -164,13 +189,21 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """The command line; argparse exits with status 2 and a usage line when it is wrong."""
     parser = argparse.ArgumentParser(
         prog="python -m tiny_pi.agent",
-        description="Answer a question about a directory with read-only tools.",
+        description="Answer a question about a directory with the tools you allow.",
         epilog=f"The API key, if any, is read from ${API_KEY_VARIABLE}.",
     )
     parser.add_argument("--base-url", required=True, help="e.g. http://localhost:11434/v1")
     parser.add_argument("--model", required=True, help="the model name the server knows")
-    parser.add_argument("--root", type=Path, default=Path("."), help="the directory the tools may read")
+    parser.add_argument("--root", type=Path, default=Path("."), help="the directory the tools work in")
     parser.add_argument("--max-turns", type=int, default=DEFAULT_MAX_TURNS, help="model calls per run")
+    parser.add_argument(
+        "--tools", metavar="NAMES", default=DEFAULT_TOOLS,
+        help="some of read,ls,write,edit,bash; default read,ls",
+    )
+    parser.add_argument(
+        "--bash-timeout", metavar="S", type=float, default=DEFAULT_TIMEOUT,
+        help="seconds per bash command; default 30",
+    )
     parser.add_argument("prompt", nargs="?", help="the question; without it, one prompt per line of stdin")
     args = parser.parse_args(argv)
     if args.prompt is None and sys.stdin.isatty():
@@ -179,6 +212,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error(f"--max-turns must be at least 1, got {args.max_turns}")
     if not args.root.is_dir():
         parser.error(f"--root {args.root} is not a directory")
+    if args.bash_timeout <= 0:
+        parser.error(f"--bash-timeout must be above 0, got {args.bash_timeout:g}")
+    try:
+        args.tools = tool_names(args.tools)
+    except ValueError as error:
+        parser.error(f"--tools: {error}")
     return args
 
 
@@ -188,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     model = OpenAICompatibleModel(
         base_url=args.base_url, model=args.model, api_key=os.environ.get(API_KEY_VARIABLE)
     )
-    registry = ToolRegistry(builtin_tools(args.root))
+    registry = ToolRegistry(chosen_tools(args.root, args.tools, args.bash_timeout))
     try:
         prompts = read_prompts(args.prompt, sys.stdin)
         return trio.run(converse, model, registry, prompts, args.max_turns, sys.stdout)

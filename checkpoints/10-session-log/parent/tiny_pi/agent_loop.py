@@ -4,8 +4,9 @@ One run is a sequence of turns. A turn streams the model with the
 transcript and the registry's tool specs, forwarding every event as it
 arrives, and appends the assistant message. If the model stopped for
 `toolUse`, the turn runs its calls concurrently through the tool contract and
-appends the results in call order. The run ends when a turn stops for any
-other reason, when the signal is aborted, or at the turn limit.
+appends the results in call order; calls that name the same path wait for
+each other, in call order. The run ends when a turn stops for any other
+reason, when the signal is aborted, or at the turn limit.
 
 Between turns the loop asks `take_queued` whether someone has more to say
 (chapter 09's Agent steers a run and queues follow-ups through it): what it
@@ -14,6 +15,7 @@ returns is appended before the next model call, and keeps a stopping run going.
 
 from __future__ import annotations
 
+import os
 from typing import Callable, Protocol, Sequence
 
 import trio
@@ -148,19 +150,49 @@ async def stream_message(
 async def run_tools(
     calls: list[ToolCall], registry: ToolRegistry, signal: AbortSignal, on_event: Emit
 ) -> list[ToolResultMessage]:
-    """Run the calls concurrently; return their results in call order, not finishing order."""
+    """Run the calls concurrently; return their results in call order, not finishing order.
+
+    Calls on one path still run one after another, in call order: each
+    waits for the call queued before it on that path.
+    """
     results: dict[int, ToolResultMessage] = {}
 
-    async def run_one(index: int, call: ToolCall) -> None:
+    async def run_one(index: int, call: ToolCall, before: trio.Event | None, done: trio.Event) -> None:
+        if before is not None:
+            await before.wait()
         results[index] = await execute_tool_call(call, registry, signal=signal)
         on_event(ToolExecutionEndEvent(call, results[index]))
+        done.set()  # the next call on this path may start, whatever this one's result
 
     for call in calls:
         on_event(ToolExecutionStartEvent(call))
     async with trio.open_nursery() as nursery:
-        for index, call in enumerate(calls):
-            nursery.start_soon(run_one, index, call)
+        for index, (call, (before, done)) in enumerate(zip(calls, path_queue(calls))):
+            nursery.start_soon(run_one, index, call, before, done)
     return [results[index] for index in range(len(calls))]
+
+
+def path_queue(calls: list[ToolCall]) -> list[tuple[trio.Event | None, trio.Event]]:
+    """For each call, the event of the call before it on the same path (None: go at once) and its own.
+
+    Built before any call starts, from the calls' order alone: which task
+    trio happens to run first cannot change who goes first on a path.
+    """
+    last: dict[str, trio.Event] = {}
+    places: list[tuple[trio.Event | None, trio.Event]] = []
+    for call in calls:
+        done = trio.Event()
+        path = path_of(call)
+        places.append((last.get(path) if path is not None else None, done))
+        if path is not None:
+            last[path] = done
+    return places
+
+
+def path_of(call: ToolCall) -> str | None:
+    """The path a call names, spelled one way (`./a/../b.txt` is `b.txt`), or None."""
+    path = (call.arguments or {}).get("path")
+    return os.path.normpath(path) if isinstance(path, str) else None
 
 
 def run_end(message: AssistantMessage, signal: AbortSignal) -> RunEnd | None:

@@ -464,7 +464,7 @@ def test_sse_any_split_into_reads_gives_the_same_events(cuts):
     assert decode(*reads) == decode(SSE_BODY)
 
 
-# Lab 5.3: chunks to events, the usage ledger, the finish-reason cross-check.
+# Lab 5.3: chunks to events, tool-call fragments merged by index.
 
 
 def test_chunks_text_only():
@@ -541,75 +541,6 @@ def test_chunks_a_payload_that_is_json_but_not_an_object_is_refused():
     assert message.content == (text("ok"),)
 
 
-def test_chunks_usage_ledger_from_trailing_chunk_without_choices():
-    message = done(assemble(WITH_USAGE), "stop")
-
-    # 1200 prompt tokens = 800 read from the cache + 300 written to it + 100 fresh.
-    assert message.usage == Usage(
-        input=100, output=90, total_tokens=1290, cache_read=800, cache_write=300
-    )
-
-
-def test_chunks_length_keeps_a_half_written_call_unparsed():
-    events = assemble(CUT_BY_LENGTH)
-
-    message = done(events, "length")
-    assert "toolcall_end" not in types(events)
-    call = message.content[1]
-    assert call.arguments is None
-    assert call.raw_arguments == '{"path": "notes.md", "content": "half a sen'
-    assert message.content[0] == text("Writing the file.")
-
-
-def test_chunks_stop_with_calls_means_tool_use():
-    events = assemble([*ONE_CALL[:-2], finish("stop"), "[DONE]"])
-
-    assert done(events, "toolUse").content[0].arguments == {"path": "README.md"}
-
-
-def test_chunks_tool_calls_finish_without_calls_is_an_error():
-    message = failed(assemble(TOOL_CALLS_WITHOUT_CALLS))
-
-    assert message.error_message == "finish_reason 'tool_calls' but no tool call arrived"
-    assert message.content == (text("I will use a tool."),)
-
-
-def test_chunks_unknown_or_filtered_finish_reason_is_an_error_naming_it():
-    assert "eos_token" in failed(assemble(UNKNOWN_FINISH)).error_message
-    assert "content_filter" in failed(assemble(CONTENT_FILTER)).error_message
-
-
-FINISH_ERRORS = {
-    # (finish_reason, did calls arrive?) -> the WireError stop_reason_for raises
-    ("tool_calls", False): "finish_reason 'tool_calls' but no tool call arrived",
-    ("content_filter", True): "the provider withheld the reply: finish_reason 'content_filter'",
-    ("eos_token", False): "unknown finish_reason 'eos_token'",
-}
-
-
-def test_chunks_stop_reason_for_raises_a_wire_error_for_its_error_rows():
-    for (finish_reason, has_calls), expected in FINISH_ERRORS.items():
-        with pytest.raises(WireError) as raised:
-            stop_reason_for(finish_reason, has_calls)
-        assert str(raised.value) == expected
-
-    assert [stop_reason_for("stop", True), stop_reason_for(None, False)] == ["toolUse", "stop"]
-
-
-def test_chunks_content_after_finish_is_an_error_keeping_the_partial():
-    message = failed(assemble(CONTENT_AFTER_FINISH))
-
-    assert message.error_message == "content arrived after finish_reason 'stop'"
-    assert message.content == (text("Done."),)
-
-
-def test_chunks_stream_ending_without_finish_reason_is_an_error():
-    for payloads in (NO_FINISH, NO_FINISH[:-1]):  # with and without [DONE]
-        message = failed(assemble(payloads))
-        assert message.error_message == "the stream ended before a finish_reason arrived"
-        assert message.content == (text("Cut off mid"),)
-
-
 def test_chunks_a_new_id_on_an_open_index_starts_a_new_call():
     events = assemble(EVERY_CALL_AT_INDEX_0)
 
@@ -631,11 +562,89 @@ def test_chunks_fragments_without_an_index_follow_the_id():
     )
 
 
-def test_chunks_an_empty_finish_reason_means_not_finished_yet():
+# Lab 5.4: the usage ledger and the finish-reason cross-check.
+
+
+def test_ledger_from_a_trailing_chunk_without_choices():
+    message = done(assemble(WITH_USAGE), "stop")
+
+    # 1200 prompt tokens = 800 read from the cache + 300 written to it + 100 fresh.
+    assert message.usage == Usage(
+        input=100, output=90, total_tokens=1290, cache_read=800, cache_write=300
+    )
+
+
+def test_ledger_a_usage_chunk_with_null_choices_is_read():
+    message = done(assemble(NULL_CHOICES), "stop")
+
+    assert message.usage == Usage(input=3, output=2, total_tokens=5, cache_read=0, cache_write=0)
+
+
+def test_finish_length_keeps_a_half_written_call_unparsed():
+    events = assemble(CUT_BY_LENGTH)
+
+    message = done(events, "length")
+    assert "toolcall_end" not in types(events)
+    call = message.content[1]
+    assert call.arguments is None
+    assert call.raw_arguments == '{"path": "notes.md", "content": "half a sen'
+    assert message.content[0] == text("Writing the file.")
+
+
+def test_finish_stop_with_calls_means_tool_use():
+    events = assemble([*ONE_CALL[:-2], finish("stop"), "[DONE]"])
+
+    assert done(events, "toolUse").content[0].arguments == {"path": "README.md"}
+
+
+def test_finish_tool_calls_without_calls_is_an_error():
+    message = failed(assemble(TOOL_CALLS_WITHOUT_CALLS))
+
+    assert message.error_message == "finish_reason 'tool_calls' but no tool call arrived"
+    assert message.content == (text("I will use a tool."),)
+
+
+def test_finish_unknown_or_filtered_reason_is_an_error_naming_it():
+    assert "eos_token" in failed(assemble(UNKNOWN_FINISH)).error_message
+    assert "content_filter" in failed(assemble(CONTENT_FILTER)).error_message
+
+
+FINISH_ERRORS = {
+    # (finish_reason, did calls arrive?) -> the WireError stop_reason_for raises
+    ("tool_calls", False): "finish_reason 'tool_calls' but no tool call arrived",
+    ("content_filter", True): "the provider withheld the reply: finish_reason 'content_filter'",
+    ("eos_token", False): "unknown finish_reason 'eos_token'",
+}
+
+
+def test_finish_stop_reason_for_raises_a_wire_error_for_its_error_rows():
+    for (finish_reason, has_calls), expected in FINISH_ERRORS.items():
+        with pytest.raises(WireError) as raised:
+            stop_reason_for(finish_reason, has_calls)
+        assert str(raised.value) == expected
+
+    assert [stop_reason_for("stop", True), stop_reason_for(None, False)] == ["toolUse", "stop"]
+
+
+def test_finish_content_after_it_is_an_error_keeping_the_partial():
+    message = failed(assemble(CONTENT_AFTER_FINISH))
+
+    assert message.error_message == "content arrived after finish_reason 'stop'"
+    assert message.content == (text("Done."),)
+
+
+def test_finish_a_stream_ending_without_one_is_an_error():
+    for payloads in (NO_FINISH, NO_FINISH[:-1]):  # with and without [DONE]
+        message = failed(assemble(payloads))
+        assert message.error_message == "the stream ended before a finish_reason arrived"
+        assert message.content == (text("Cut off mid"),)
+
+
+def test_finish_an_empty_reason_means_not_finished_yet():
     assert done(assemble(EMPTY_FINISH_REASON), "stop").content == (text("Hello"),)
 
 
-def test_chunks_a_repeated_finish_reason_ends_the_calls_once():
+def test_finish_a_repeated_reason_ends_the_calls_once():
     repeated = finish_with_usage("tool_calls", prompt_tokens=3, completion_tokens=2)
     events = assemble([*ONE_CALL[:-1], repeated, "[DONE]"])
 
@@ -646,19 +655,16 @@ def test_chunks_a_repeated_finish_reason_ends_the_calls_once():
     assert changed.error_message == "finish_reason changed from 'stop' to 'length'"
 
 
-def test_chunks_a_usage_chunk_with_null_choices_is_read():
-    message = done(assemble(NULL_CHOICES), "stop")
-
-    assert message.usage == Usage(input=3, output=2, total_tokens=5, cache_read=0, cache_write=0)
-
-
-def test_chunks_an_unfinished_call_in_a_failed_message_cannot_run():
+def test_finish_an_unfinished_call_in_a_failed_message_cannot_run():
     message = failed(assemble(ONE_CALL[:3]))
 
     assert message.content == (ToolCall("call-1", "read", None, '{"path": '),)
 
 
-def test_chunks_partials_are_snapshots_that_later_events_do_not_change():
+# Lab 5.5: lazy partials, linear memory.
+
+
+def test_partials_are_snapshots_that_later_events_do_not_change():
     events = assemble(INTERLEAVED)
 
     assert events[1].partial.content == (text("Checking both."),)
@@ -666,7 +672,7 @@ def test_chunks_partials_are_snapshots_that_later_events_do_not_change():
     assert events[5].partial.content[1].raw_arguments == '{"path": '
 
 
-def test_chunks_a_partial_is_provisional_with_the_usage_so_far_and_one_timestamp():
+def test_partials_are_provisional_with_the_usage_so_far_and_one_timestamp():
     events = assemble([*ONE_CALL[:-2], finish_with_usage("tool_calls", prompt_tokens=3), "[DONE]"])
 
     message = done(events, "toolUse")
@@ -694,7 +700,7 @@ def peak_bytes(action):
             tracemalloc.stop()
 
 
-def test_chunks_keeping_every_event_costs_memory_linear_in_the_reply():
+def test_partials_keeping_every_event_costs_memory_linear_in_the_reply():
     # A queue holds every event when the producer runs ahead of the consumer. If each
     # partial copied the text so far, 4x the deltas would cost about 16x the memory.
     def every_event(deltas):
@@ -713,7 +719,7 @@ def test_chunks_keeping_every_event_costs_memory_linear_in_the_reply():
     assert events[-1].partial.content == (text("0123456789" * 2_000),)
 
 
-# Lab 5.4: the real HTTP transport, and errors as events.
+# Lab 5.6: the real HTTP transport, and errors as events.
 
 
 def test_http_request_carries_bearer_accept_and_the_body():
@@ -1111,7 +1117,7 @@ def test_http_any_bytes_end_in_exactly_one_terminal_event(body):
     assert "unexpected" not in (message.error_message or "")
 
 
-# Lab 5.5: the normalization seam.
+# Lab 5.7: the normalization seam.
 
 
 def test_seam_rebuilds_a_wire_message_from_an_allow_list():

@@ -4,7 +4,8 @@ The model chooses the paths, so every path is a request to check, not a
 place to go: an absolute path, `..` that climbs out, or a symlink that
 points out of the root is refused with a message, and nothing outside the
 root is ever opened. What they return is bounded, so one large file cannot
-fill the model's context.
+fill the model's context; a long file is read a window of whole, numbered
+lines at a time.
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ from tiny_pi.tools import Tool
 MAX_FILE_BYTES = 1_000_000
 MAX_READ_CHARS = 20_000
 MAX_ENTRIES = 200
+MAX_LINES = 2000  # lines in one window of `read`
+MAX_WINDOW_BYTES = 20_000  # UTF-8 bytes in one window, its notice included
+NOTICE_BYTES = 100  # room kept in a window for its notice, which is always shorter
 
 PATH_ONLY = {
     "type": "object",
@@ -29,6 +33,14 @@ PATH_ONLY = {
     "additionalProperties": False,
 }
 OPTIONAL_PATH = {**PATH_ONLY, "required": []}
+READ_PARAMETERS = {
+    **PATH_ONLY,
+    "properties": {
+        **PATH_ONLY["properties"],
+        "offset": {"type": "integer", "description": "the first line to show, 1-based"},
+        "limit": {"type": "integer", "description": f"how many lines to show, at most {MAX_LINES}"},
+    },
+}
 
 
 def inside_root(root: Path, path: str) -> Path:
@@ -49,6 +61,11 @@ def inside_root(root: Path, path: str) -> Path:
 
 def read_text(root: Path, path: str) -> str:
     """A UTF-8 text file under `root`, cut to MAX_READ_CHARS characters."""
+    return bounded(whole_text(root, path))
+
+
+def whole_text(root: Path, path: str) -> str:
+    """All of a UTF-8 text file under `root`, up to MAX_FILE_BYTES bytes."""
     file = inside_root(root, path)
     if not file.is_file():
         raise FileNotFoundError(f"no such file: {path}")
@@ -59,7 +76,7 @@ def read_text(root: Path, path: str) -> str:
         content = file.read_bytes().decode("utf-8")
     except UnicodeDecodeError:
         raise ValueError(f"{path} is not UTF-8 text") from None
-    return bounded(content)
+    return content
 
 
 def bounded(content: str, limit: int = MAX_READ_CHARS) -> str:
@@ -67,6 +84,48 @@ def bounded(content: str, limit: int = MAX_READ_CHARS) -> str:
     if len(content) <= limit:
         return content
     return content[:limit] + f"\n[truncated: showed {limit} of {len(content)} characters]"
+
+
+def read_lines(root: Path, path: str, offset: int, limit: int) -> str:
+    """Lines `offset`, `offset + 1`, ... of a text file: whole, numbered, one window's worth."""
+    if offset < 1 or limit < 1:
+        raise ValueError(f"offset and limit start at 1, got offset {offset} and limit {limit}")
+    lines = split_lines(whole_text(root, path))
+    if offset > len(lines):
+        raise ValueError(f"offset {offset} is past the end: {path} has {len(lines)} lines")
+    shown = window(lines, offset, min(limit, MAX_LINES))
+    if not shown:
+        raise ValueError(f"line {offset} of {path} alone is over {MAX_WINDOW_BYTES} bytes")
+    last = offset + len(shown) - 1
+    return "".join(shown) + notice(offset, last, len(lines))
+
+
+def split_lines(content: str) -> list[str]:
+    """The lines of a text without their endings; a final newline does not start an empty line."""
+    lines = content.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line.removesuffix("\r") for line in lines]
+
+
+def window(lines: list[str], offset: int, count: int) -> list[str]:
+    """Up to `count` numbered lines from `offset`, whole, that fit in one window with its notice."""
+    shown: list[str] = []
+    size = 0
+    for number in range(offset, min(offset + count, len(lines) + 1)):
+        line = f"{number}: {lines[number - 1]}\n"
+        size += len(line.encode("utf-8"))
+        if size > MAX_WINDOW_BYTES - NOTICE_BYTES:
+            break  # never half a line: this one waits for the next window
+        shown.append(line)
+    return shown
+
+
+def notice(first: int, last: int, total: int) -> str:
+    """Which lines a window shows, of how many, and where the next window starts."""
+    if last < total:
+        return f"[lines {first}-{last} of {total}; read on with offset {last + 1}]"
+    return f"[lines {first}-{last} of {total}; end of file]"
 
 
 def list_entries(root: Path, path: str) -> str:
@@ -84,14 +143,22 @@ def list_entries(root: Path, path: str) -> str:
 
 
 def read_tool(root: Path) -> Tool:
-    """`read {"path": ...}`: one text file of the project."""
+    """`read {"path": ..., "offset": ..., "limit": ...}`: one text file, or a window of its lines."""
 
     async def execute(arguments: dict[str, Any], *, signal: AbortSignal) -> list[TextContent]:
-        content = await trio.to_thread.run_sync(read_text, root, arguments["path"])
+        path = arguments["path"]
+        if "offset" in arguments or "limit" in arguments:
+            offset, limit = int(arguments.get("offset", 1)), int(arguments.get("limit", MAX_LINES))
+            content = await trio.to_thread.run_sync(read_lines, root, path, offset, limit)
+        else:
+            content = await trio.to_thread.run_sync(read_text, root, path)
         return [text(content)]
 
-    description = f"Read a UTF-8 text file of the project; long files are cut at {MAX_READ_CHARS} characters."
-    return Tool("read", description, PATH_ONLY, execute)
+    description = (
+        f"Read a UTF-8 text file of the project; long files are cut at {MAX_READ_CHARS} characters. "
+        "With offset (the first line, 1-based) and limit, read numbered lines, a window at a time."
+    )
+    return Tool("read", description, READ_PARAMETERS, execute)
 
 
 def ls_tool(root: Path) -> Tool:

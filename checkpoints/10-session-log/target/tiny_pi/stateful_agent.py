@@ -30,6 +30,11 @@ from tiny_pi.tools import ToolRegistry
 
 ABORT_GRACE = 1.0  # seconds a run has to end by itself after an abort
 BUSY = "busy: a run is in progress; steer it, follow it up, abort it or wait_for_idle first"
+NOT_RUNNING = "no run in progress: {what} reaches only a running agent; use prompt"
+NOTHING_TO_CONTINUE = "nothing to continue: {why}"
+EMPTY_TRANSCRIPT = "the transcript is empty"
+ALREADY_ANSWERED = "the model has already answered; prompt with a new message"
+LISTENER_RAISED = "listener {name} raised {kind}: {error}"
 ABORTED_BEFORE_START = "the run was aborted before it started"
 IGNORED_ABORT = f"the run did not stop within {ABORT_GRACE} s of the abort and was cancelled"
 
@@ -129,7 +134,7 @@ class Agent:
         self._refuse_if_busy()
         why = nothing_to_continue(self._context.messages)
         if why is not None:
-            raise AgentError(f"nothing to continue: {why}")
+            raise AgentError(NOTHING_TO_CONTINUE.format(why=why))
         self._start_run()
 
     def steer(self, text: str) -> None:
@@ -145,6 +150,11 @@ class Agent:
         if self._run is not None:
             self._run.signal.abort()
 
+    @property
+    def aborting(self) -> bool:
+        """True from abort() until the run's agent_end: asked to stop, not stopped yet."""
+        return self._run is not None and self._run.signal.aborted
+
     async def wait_for_idle(self) -> None:
         """Return once no run is going, including runs that listeners started."""
         await trio.lowlevel.checkpoint()
@@ -157,7 +167,7 @@ class Agent:
 
     def _running(self, what: str) -> Run:
         if self._run is None:
-            raise AgentError(f"no run in progress: {what} reaches only a running agent; use prompt")
+            raise AgentError(NOT_RUNNING.format(what=what))
         return self._run
 
     def _start_run(self) -> None:
@@ -222,14 +232,14 @@ async def cancel_if_ignored(signal: AbortSignal, scope: trio.CancelScope) -> Non
 def nothing_to_continue(messages: Sequence[AgentMessage]) -> str | None:
     """Why a run cannot go on from `messages`, or None when it can."""
     if not messages:
-        return "the transcript is empty"
+        return EMPTY_TRANSCRIPT
     last = messages[-1]
     if isinstance(last, AssistantMessage) and last.stop_reason not in ("error", "aborted"):
-        return "the model has already answered; prompt with a new message"
+        return ALREADY_ANSWERED
     return None
 
 
 def report_listener_error(listener: Listener, error: Exception) -> None:
     """One line on stderr: the run goes on, and so do the other listeners."""
     name = getattr(listener, "__qualname__", type(listener).__qualname__)
-    print(f"listener {name} raised {type(error).__name__}: {error}", file=sys.stderr)
+    print(LISTENER_RAISED.format(name=name, kind=type(error).__name__, error=error), file=sys.stderr)
