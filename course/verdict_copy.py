@@ -4,7 +4,8 @@ Two owners, one rule. Everything under the learner's `tiny_pi/` is their code
 and is judged exactly as written: a helper added to `__init__.py`, a changed
 or broken module of an earlier chapter, a new module, a deleted file (missing
 in the verdict too: the chapter's copy never comes back behind their back).
-The tests (everything under `tests/`, starter files there included) and the
+So is a teaching file the chapter puts elsewhere (chapter 00's
+`predictions.toml`). The tests (everything under `tests/`, starter files there included) and the
 config (`pytest.ini`, a `conftest.py`, ...) come from the chapter, so editing
 a test, adding a conftest.py or adding `-p myplugin` to pytest.ini never
 changes a verdict; every such file of the learner's that the verdict did not
@@ -174,11 +175,34 @@ def _copy_chapter_side(start: Path, copy: Path) -> None:
             shutil.copy2(entry, copy / entry.name, follow_symlinks=False)
 
 
+def _learner_files_outside_package(chapter: Chapter) -> list[str]:
+    """Teaching files the learner writes outside `tiny_pi/` and `tests/`, like chapter 00's predictions.toml."""
+    inside = (f"{PACKAGE}/", f"{TESTS}/")
+    return [name for name in chapter.teaching_files if not name.startswith(inside)]
+
+
+def _copy_learner_teaching_files(chapter: Chapter, learner: Path, copy: Path) -> list[Replaced]:
+    """The learner's own versions of those files, as written: a missing one is missing in the verdict too."""
+    unreadable: list[Replaced] = []
+    for name in _learner_files_outside_package(chapter):
+        source, destination = learner / name, copy / name
+        destination.unlink(missing_ok=True)
+        try:
+            if source.is_file():
+                destination.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(source, destination)
+            elif source.exists():
+                unreadable.append(Replaced(name, UNREADABLE))
+        except OSError:
+            unreadable.append(Replaced(name, UNREADABLE))
+    return unreadable
+
+
 @contextmanager
 def verdict_copy(chapter: Chapter, learner: Path) -> Iterator[JudgedCopy]:
     """A temporary directory: the chapter's tests and config, the learner's `tiny_pi/` as written."""
     with tempfile.TemporaryDirectory(prefix="course-verdict-") as scratch:
         copy = Path(scratch) / "snapshot"
         _copy_chapter_side(chapter.practice_start, copy)
-        unreadable = _copy_learner_package(learner, copy)
+        unreadable = _copy_learner_package(learner, copy) + _copy_learner_teaching_files(chapter, learner, copy)
         yield JudgedCopy(copy, (*replaced_tests_and_config(chapter, learner), *unreadable))

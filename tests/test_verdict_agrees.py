@@ -86,7 +86,7 @@ def make_honest_changes(chapter: Chapter, directory: Path) -> None:
     for module, name in earlier.items():
         path = directory / name
         path.write_text(with_constant_first(path.read_text(), f'MY_CHANGE = "{module}"'))
-    for name in chapter.teaching_files:
+    for name in (name for name in chapter.teaching_files if name.endswith(".py")):
         path = directory / name
         text = path.read_text()
         imports = ["from tiny_pi import HELPER_IN_INIT", "from tiny_pi.my_helpers import MY_HELPER"]
