@@ -360,10 +360,20 @@ def _exit_status(error: BaseException) -> int:
     if all(isinstance(leaf, (CourseError, OSError)) for leaf in leaves):
         for leaf in leaves:
             if isinstance(leaf, OSError):
-                leaf = path_problem(leaf, leaf.filename or "a path")
+                leaf = path_problem(leaf, _written_path(leaf))
             click.echo(f"course: {leaf}", err=True)
         return max(getattr(leaf, "exit_code", 2) for leaf in leaves)
     raise error
+
+
+WRITE_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # the destination is what failed
+
+
+def _written_path(error: OSError) -> str:
+    """The path an OS error is about: for a copy that could not be written, the copy, not its source."""
+    if error.errno in WRITE_ERRORS and error.filename2:
+        return str(error.filename2)
+    return str(error.filename or "a path")
 
 
 def _closed_pipe(error: BaseException) -> bool:

@@ -148,23 +148,21 @@ def test_redlight_in_a_practice_dir_without_git_really_applies(mini_course: Path
     assert "return a + b" in adder.read_text()
 
 
-def test_the_reset_a_verdict_suggests_for_an_added_conftest_works_when_pasted(mini_course: Path,
-                                                                                tmp_path: Path) -> None:
-    """Before: the note said `course reset 01 DIR --file conftest.py`, and reset refused it: the
-    chapter has no conftest.py "to restore it from". Taking the chapter's versions of its tests and
-    config means removing what the learner added there (saved first, as every reset does)."""
+def test_an_added_conftest_is_named_left_out_and_reset_file_removes_it(mini_course: Path, tmp_path: Path) -> None:
+    """Before: the note said `course reset 01 DIR --file conftest.py`, and reset refused it when
+    pasted: the chapter has no conftest.py "to restore it from". Now the verdict names an added
+    file as left out and suggests no reset for it (there is no chapter version to take); typed
+    anyway, `reset --file` saves the learner's file and removes it."""
     directory = made_practice(mini_course, "1", tmp_path / "p")
     added = "import pytest\n# mine\n"
     (directory / "conftest.py").write_text(added)
     tested = mini(mini_course, "test", "1", str(directory))
-    found = re.search(r"to take the chapter's versions: (course reset [^\n(]*--file \S+)", tested.stdout)
-    assert found is not None, tested.stdout
-    words = shlex.split(found.group(1))
-    assert words[-2:] == ["--file", "conftest.py"]
-    pasted = mini(mini_course, *words[1:], input="y\n")
-    assert pasted.returncode == 0, pasted.stdout + pasted.stderr
+    assert "the verdict left out: conftest.py (the chapter has none)" in tested.stdout, tested.stdout
+    assert "to take the chapter's versions" not in tested.stdout, tested.stdout
+    typed = mini(mini_course, "reset", "1", str(directory), "--file", "conftest.py", input="y\n")
+    assert typed.returncode == 0, typed.stdout + typed.stderr
     assert not (directory / "conftest.py").exists()
     saved = subprocess.run(["git", "-C", str(directory), "show", "course-saves:conftest.py"],
                            capture_output=True, text=True)
     assert saved.stdout == added, "the learner's conftest.py was saved before it was removed"
-    assert "to take the chapter's versions" not in mini(mini_course, "test", "1", str(directory)).stdout
+    assert "left out" not in mini(mini_course, "test", "1", str(directory)).stdout
