@@ -178,13 +178,15 @@ async def send_status(stream, status, message):
     await stream.send_all(head.encode() + b"Connection: close\r\n\r\n" + body)
 
 
-def strict_server(summaries, fail_summary=False):
+def strict_server(summaries, fail_summary=False, refused=None):
     """The README round trip behind a server's checks; a request without tools is a summary call."""
 
     async def reply(stream, body):
         orphan = orphan_tool_message(body["messages"])
         if orphan is not None:
-            await send_status(stream, "400 Bad Request", f"tool message {orphan['tool_call_id']} has no tool call")
+            message = f"tool message {orphan['tool_call_id']} has no tool call before it"
+            (refused if refused is not None else []).append(message)
+            await send_status(stream, "400 Bad Request", message)
         elif "tools" not in body:
             if fail_summary:
                 await send_status(stream, "500 Internal Server Error", "the summariser is down")
@@ -231,7 +233,7 @@ def project(tmp_path, monkeypatch):
     return root
 
 
-LIMITS = ["--context-window", "2400", "--reserve-tokens", "1980"]  # 420 tokens: two questions fit, three do not
+LIMITS = ["--context-window", "2400", "--reserve-tokens", "1959"]  # 441 tokens: two questions fit, three do not
 
 
 def agent(server, root, path, prompt, *args):
@@ -248,11 +250,12 @@ def contents(request):
 
 def test_live_a_run_over_budget_sends_the_summary_while_the_file_keeps_every_message(tmp_path, project, capsys):
     path = tmp_path / "session.jsonl"
-    summaries = []
-    with serving(strict_server(summaries)) as server:
-        for question in ("First question?", "Second question?", "Third question?"):
-            assert agent(server, project, path, question) == 0
+    summaries, refused = [], []
+    with serving(strict_server(summaries, refused=refused)) as server:
+        statuses = [agent(server, project, path, q) for q in ("First question?", "Second question?", "Third question?")]
 
+    assert refused == []  # a server refuses a tool result whose call was cut away
+    assert statuses == [0, 0, 0]
     assert len(summaries) == 1
     assert "First question?" in summaries[0]["messages"][1]["content"]
     third = next(r for r in server.requests if "tools" in r[1] and "Third question?" in contents(r))

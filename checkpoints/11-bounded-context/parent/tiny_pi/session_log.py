@@ -33,6 +33,7 @@ HEADER_FIELDS = ("type", "version", "id", "timestamp")
 ENTRY_FIELDS = {
     "message": ("type", "id", "parent_id", "message"),
     "model_change": ("type", "id", "parent_id", "model"),
+    "compaction": ("type", "id", "parent_id", "summary", "first_kept_id", "tokens_before"),
 }
 UNCOMMITTED = (
     "uncommitted write: the last line has no final newline (a write cut off mid-way); "
@@ -72,7 +73,20 @@ class ModelChangeEntry:
     type: str = "model_change"
 
 
-Entry = Union[MessageEntry, ModelChangeEntry]
+@frozen
+class CompactionEntry:
+    """Metadata: from here on, `summary` stands for every message before `first_kept_id`."""
+
+    id: str
+    parent_id: str | None
+    line: int
+    summary: str
+    first_kept_id: str
+    tokens_before: int
+    type: str = "compaction"
+
+
+Entry = Union[MessageEntry, ModelChangeEntry, CompactionEntry]
 
 
 @frozen
@@ -195,6 +209,8 @@ def entry_from_data(data: dict[str, Any], path: Path, number: int, lines_by_id: 
         if not isinstance(data["model"], str):
             raise SessionError(path, number, f"a model is a string, got {data['model']!r}")
         return ModelChangeEntry(entry_id, parent_id, number, data["model"])
+    if kind == "compaction":
+        return compaction_from_data(data, path, number, lines_by_id)
     try:
         message = message_from_data(data["message"])
     except TranscriptError as error:
@@ -218,3 +234,8 @@ def branch_path(session: Session, leaf_id: str | None) -> list[Entry]:
 def context_messages(path: list[Entry]) -> list[AgentMessage]:
     """What the model is sent: the messages of the path, without the metadata."""
     return [entry.message for entry in path if isinstance(entry, MessageEntry)]
+
+
+def compaction_from_data(data: dict[str, Any], path: Path, number: int, lines_by_id: dict[str, int]) -> CompactionEntry:
+    """A compaction entry: a text summary, an earlier entry to keep from, a whole token count."""
+    raise NotImplementedError("lab 11.2: check a compaction entry")

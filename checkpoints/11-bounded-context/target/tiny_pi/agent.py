@@ -280,6 +280,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error("give a PROMPT, or pipe prompts into stdin, one a line")
     if args.branch is not None and args.session is None:
         parser.error("--branch needs --session")
+    if args.context_window < 1:
+        parser.error(f"--context-window must be at least 1, got {args.context_window}")
     if args.reserve_tokens is None:
         args.reserve_tokens = default_reserve(args.context_window)
     if not 0 <= args.reserve_tokens < args.context_window:

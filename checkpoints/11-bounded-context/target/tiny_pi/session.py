@@ -105,7 +105,9 @@ class SessionRecorder:
     that the log does not hold.
     """
 
-    def __init__(self, writer: SessionWriter, agent: Agent, ids: Iterable[str | None] = (), measured_from: int = 0) -> None:
+    def __init__(
+        self, writer: SessionWriter, agent: Agent, ids: Iterable[str | None] = (), measured_from: int = 0
+    ) -> None:
         self.writer = writer
         self.agent = agent
         self.saved = len(agent.messages)  # what the session already holds
