@@ -10,6 +10,7 @@ servers do (11.3).
 
 import json
 import queue
+import re
 import threading
 from contextlib import contextmanager
 
@@ -178,7 +179,7 @@ async def send_status(stream, status, message):
     await stream.send_all(head.encode() + b"Connection: close\r\n\r\n" + body)
 
 
-def strict_server(summaries, fail_summary=False, refused=None):
+def strict_server(summaries, fail_summary=False, refused=None, padding=""):
     """The README round trip behind a server's checks; a request without tools is a summary call."""
 
     async def reply(stream, body):
@@ -192,7 +193,7 @@ def strict_server(summaries, fail_summary=False, refused=None):
                 await send_status(stream, "500 Internal Server Error", "the summariser is down")
                 return
             summaries.append(body)
-            answer = STRUCTURED.replace("- none", f"- summary {len(summaries)}", 1)
+            answer = STRUCTURED.replace("- none", f"- summary {len(summaries)}{padding}", 1)
             await send_stream(stream, [chunk({"role": "assistant", "content": answer}), chunk(finish_reason="stop")])
         else:  # the README round trip, with usage that grows with what was sent
             measured = usage_chunk(len(json.dumps(body)) // 4, 20)
@@ -270,7 +271,8 @@ def test_live_a_run_over_budget_sends_the_summary_while_the_file_keeps_every_mes
     compaction = next(e for e in entries if isinstance(e, CompactionEntry))
     assert compaction.first_kept_id == next(e.id for e in entries if isinstance(e, MessageEntry)
                                             and text_of(e.message) == "Second question?")
-    assert "[compaction]" in capsys.readouterr().err
+    before, after = map(int, re.search(r"\[compaction\] ~(\d+) -> ~(\d+) tokens", capsys.readouterr().err).groups())
+    assert before > 441 >= after  # the summary and the kept messages fit within N - R
 
 
 def test_live_a_resumed_run_starts_from_the_latest_compaction(tmp_path, project, capsys):
@@ -313,3 +315,12 @@ def test_live_the_newest_interaction_alone_over_budget_is_kept_whole_and_said(tm
     assert "is over the budget; it is kept whole" in capsys.readouterr().err
     last = contents(server.requests[-2])
     assert last[1] == long and last[-1] == "Third?"
+
+
+def test_live_a_summary_too_long_to_fit_is_said(tmp_path, project, capsys):
+    path = tmp_path / "session.jsonl"
+    with serving(strict_server([], padding=" and more" * 200)) as server:
+        for question in ("First?", "Second?", "Third?"):
+            assert agent(server, project, path, question) == 0
+
+    assert "the summary and the kept messages still exceed 441 tokens; sending them anyway" in capsys.readouterr().err

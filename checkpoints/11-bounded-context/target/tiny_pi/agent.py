@@ -203,8 +203,12 @@ async def compact_if_over(
         return
     summary = await summarise(model, messages[: cut.index])
     agent.replace_messages(recorder.record_compaction(summary, cut.index, tokens))
-    print(f"[compaction] ~{tokens} tokens: {cut.index} messages summarised, "
+    after = context_tokens(agent.messages, fixed, recorder.measured_from) + estimate_tokens(user_message(prompt))
+    print(f"[compaction] ~{tokens} -> ~{after} tokens: {cut.index} messages summarised, "
           f"{len(messages) - cut.index} kept", file=sys.stderr)
+    if after > limits.window - limits.reserve:  # a long summary, or a newest interaction over budget
+        print(f"compaction: the summary and the kept messages still exceed {limits.window - limits.reserve} "
+              "tokens; sending them anyway", file=sys.stderr)
 
 
 async def converse(
