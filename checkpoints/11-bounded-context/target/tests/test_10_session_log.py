@@ -111,7 +111,8 @@ CORRUPTIONS = [
     ("missing_field", replace(2, {"type": "model_change", "id": "a1", "model": "m"}), 2, "missing field 'parent_id'"),
     ("reused_id", replace(7, message_entry("c3", "e5", user_message("Hi"))), 7, "id 'c3' is already used by line 4"),
     ("unknown_parent", replace(7, message_entry("f6", "zz", user_message("Hi"))), 7, "parent_id 'zz' names no earlier entry"),
-    ("later_parent", replace(3, message_entry("b2", "c3", user_message("Hi"))), 3, "parent_id 'c3' names no earlier entry"),
+    # h8 is on line 9, after f6, but not below it: a later parent that forms no cycle
+    ("later_parent", replace(7, message_entry("f6", "h8", user_message("Hi"))), 7, "parent_id 'h8' names no earlier entry"),
     ("second_root", replace(9, message_entry("h8", None, user_message("Hi"))), 9, "parent_id is null, but only the first entry is a root"),
     (
         "message_refused",
