@@ -451,9 +451,10 @@ async def check_practice(
     """Judge a learner's code with the chapter's own tests and config (see course/verdict_copy.py).
 
     One run of the focused files answers for every lab; `lab` narrows what is reported.
-    Without `full_reports`, only the failures the verdict shows get pytest's full
-    report (formatting all of them is most of a red run's time): for `course test`
-    without -v or --json, and `course watch`.
+    Without `full_reports` (`course test` without -v or --json, `course watch`),
+    the run makes only what is shown or read (see Shown): pytest's full report
+    for the failures shown, and with `lab` that lab's tests and the red-light
+    tests, not the others (formatting every failure was most of a red run).
     """
     if pool is None:
         async with RunPool(chapter.warm_imports) as own_pool:

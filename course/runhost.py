@@ -110,16 +110,17 @@ class Reporter:
         self._emit(finish=int(exitstatus))
 
 
-class ShownInFull:
-    """A pytest plugin object: pytest's full failure report only for the failures the course shows.
+class ShownOnly:
+    """A pytest plugin object: a learner's run makes only what the course shows or reads.
 
     pytest formats every failure's traceback as it happens, parsing the test
     file again for each entry: in a red run that is most of the time. The
     course shows one failure (the run's first, or the first of the lab asked
     about) and looks for a red light in the chapter's red-light tests, so
     those keep pytest's own report, and every other failure gets the one-line
-    form of `--tb=line` (its `E` lines). Outcomes and exception messages are
-    the same either way; `course test -v` runs without this plugin.
+    form of `--tb=line` (its `E` lines). A run for one lab runs only that lab's
+    tests, then the red-light tests of other labs. Outcomes and exception messages are the same
+    either way; `course test -v` runs without this plugin.
     """
 
     def __init__(self, shown: dict) -> None:
@@ -139,6 +140,15 @@ class ShownInFull:
     def _in_full(self, nodeid: str) -> bool:
         return (not self._run_failed or nodeid in self._tests
                 or (not self._lab_failed and self._in_lab(nodeid)))
+
+    def pytest_collection_modifyitems(self, config, items) -> None:  # type: ignore[no-untyped-def]
+        if not (self._words or self._nodes):
+            return
+        # The lab's tests first, so its first failure is the run's; then the other red-light tests.
+        lab = [item for item in items if self._in_lab(item.nodeid)]
+        kept = lab + [item for item in items if item.nodeid in self._tests and item not in lab]
+        config.hook.pytest_deselected(items=[item for item in items if item not in kept])
+        items[:] = kept
 
     def pytest_runtest_makereport(self, item, call):  # type: ignore[no-untyped-def]
         """The report pytest's runner makes, with `--tb=line` when the failure is not shown."""
@@ -197,7 +207,7 @@ def run_child(spec: dict, output: int, events: int) -> None:
     try:
         plugins: list[object] = [Reporter(EVENTS_FD)]
         if spec.get("shown") is not None:
-            plugins.append(ShownInFull(spec["shown"]))
+            plugins.append(ShownOnly(spec["shown"]))
         code = int(pytest.main(list(spec["args"]), plugins=plugins))
     finally:
         sys.stdout.flush()

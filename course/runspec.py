@@ -17,12 +17,13 @@ from course.run_env import run_environment
 
 @attrs.frozen
 class Shown:
-    """The failures a run reports in full because the course shows them; the rest in one line.
+    """What a learner's run shows or reads: only those failures get pytest's full report.
 
     Always the run's first failure; the first of a lab's tests (`lab_words`
     and `lab_nodes`, the lab's selection as Lab.selects reads it); every
     failure of `tests` (the red-light tests, whose text a red light is
-    recognised by). The run host applies it (ShownInFull in course/runhost.py).
+    recognised by). With a lab, only its tests and `tests` run. The run host
+    applies it (ShownOnly in course/runhost.py).
     """
 
     lab_words: tuple[str, ...] = attrs.field(default=(), converter=tuple)

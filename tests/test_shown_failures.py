@@ -3,9 +3,10 @@
 pytest formats every failure's traceback, parsing the test file again for
 each entry: on a fresh chapter 05 dir (75 failures) that is most of the run.
 `course test` shows one failure, so the others get pytest's one-line form
-(course/runhost.py, ShownInFull). These tests hold what a learner sees to a
-full run of the same dir: counts, outcomes, messages, the failure shown (of
-the run and of a lab), the text red lights are recognised by, and `-v`.
+(course/runhost.py, ShownOnly), and a run for one lab runs that lab's tests
+and the red-light tests only. These tests hold what a learner sees to a full
+run of the same dir: counts, outcomes, messages, the failure shown (of the run
+and of a lab), the text red lights are recognised by, and `-v`.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from course.results import FAILING, RunResult
 from course.runner import RunPool
 
 CHAPTER = load_catalog(REPO).resolve("05")
-LAB = CHAPTER.lab("5.3")  # its first failure is not the run's first
+LAB = CHAPTER.lab("5.5")  # its first failure is not the run's first, nor is the red-light test its
 ADDRESS = re.compile(r" at 0x[0-9a-f]+")  # an object's repr differs from run to run
 SECONDS = re.compile(r"in \d+(\.\d+)? s\b")
 
@@ -72,12 +73,24 @@ def test_the_failure_shown_and_the_red_light_tests_keep_pytests_full_report(red:
     assert recognised(CHAPTER, shown) == recognised(CHAPTER, full)
 
 
+def test_a_lab_run_runs_the_labs_tests_and_the_red_light_tests_with_the_same_verdict(red: dict[str, object]) -> None:
+    full, lab_run = _run(red["full"]), _run(red["lab"])
+    lab_tests = {case.node_id for case in full.tests if LAB.selects(case.node_id)}
+    redlight_tests = {redlight.test for redlight in CHAPTER.redlights}
+    assert {case.node_id for case in lab_run.tests} == lab_tests | redlight_tests
+    assert len(lab_tests) == LAB.expected_passed and not redlight_tests <= lab_tests
+    check = next(check for check in red["full"] if check.lab == LAB.id)  # type: ignore[attr-defined]
+    assert [(c.name, c.ok, c.expected, c.actual) for c in red["lab"]] == [(check.name, check.ok, check.expected, check.actual)]  # type: ignore[attr-defined]
+    assert recognised(CHAPTER, lab_run) == recognised(CHAPTER, full)
+
+
 def test_a_lab_run_keeps_the_labs_first_failure_in_full(red: dict[str, object]) -> None:
     full, lab_run = _run(red["full"]), _run(red["lab"])
-    first = next(case for case in lab_run.tests if case.outcome in FAILING and LAB.selects(case.node_id))
+    first = next(case for case in full.tests if case.outcome in FAILING and LAB.selects(case.node_id))
     assert first.node_id != first_failure(full).node_id  # type: ignore[union-attr]
-    assert _same(first.details) == _same(full.case(first.node_id).details)  # type: ignore[union-attr]
-    assert _same(first_failure(lab_run).details) == _same(first_failure(full).details)  # type: ignore[union-attr]
+    assert first_failure(lab_run).node_id == first.node_id  # type: ignore[union-attr]
+    assert _same(lab_run.case(first.node_id).details) == _same(first.details)  # type: ignore[union-attr]
+    assert "\n>   " in first.details
 
 
 def test_the_failures_not_shown_come_in_one_line_each(red: dict[str, object]) -> None:

@@ -151,9 +151,40 @@ def cli_rows(root: Path, catalog: Catalog, runs: int, scratch: Path) -> list[Row
                         "ratio <= 1.0", test / lean <= 1.0))
         rows.append(Row(f"course test {chapter.nn} DIR, no early host", fresh, "lean plain run in DIR", lean,
                         "(for comparison)", True))
+    rows += red_rows(root, catalog, runs, scratch)
     rows += startup_rows(root, catalog, runs, scratch)
     rows += verify_rows(root, catalog, runs, scratch)
     return rows
+
+
+def red_rows(root: Path, catalog: Catalog, runs: int, scratch: Path) -> list[Row]:
+    """A learner spends most runs red: the fresh practice dir of the chapter with the most tests.
+
+    Every focused test fails there, so pytest has a report to make for each;
+    the course shows one. The lab row runs the chapter's first lab, against
+    the lean run of that lab's selection.
+    """
+    chapter = max(catalog.chapters, key=lambda c: (c.expected_passed, c.nn))
+    lab = chapter.labs[0]
+    directory = scratch / f"red-{chapter.nn}"
+    if not directory.exists():
+        _run(course_command("practice", chapter.nn, str(directory)), root, ok_codes=(0, 1))
+    env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    lean = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *chapter.focused_tests]
+    test = course_command("test", chapter.nn, str(directory))
+    lean_seconds, test_seconds, lean_lab, test_lab = median_times(
+        [lambda: _run(lean, directory, env, ok_codes=(1,)),
+         lambda: _run(test, root, ok_codes=(1,)),
+         lambda: _run([*lean, *lab.pytest_args()], directory, env, ok_codes=(1,)),
+         lambda: _run([*test, "--lab", lab.id], root, ok_codes=(1,))],
+        runs,
+    )
+    return [
+        Row(f"course test {chapter.nn} DIR, red (fresh dir)", test_seconds, "lean plain run in DIR", lean_seconds,
+            "ratio <= 0.6", test_seconds / lean_seconds <= 0.6),
+        Row(f"course test {chapter.nn} DIR --lab {lab.id}, red", test_lab, f"lean plain run of lab {lab.id} in DIR",
+            lean_lab, "ratio <= 0.6", test_lab / lean_lab <= 0.6),
+    ]
 
 
 def startup_rows(root: Path, catalog: Catalog, runs: int, scratch: Path) -> list[Row]:
