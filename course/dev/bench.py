@@ -351,7 +351,8 @@ def table(rows: list[Row], markdown: bool) -> str:
 @click.command()
 @click.option("--runs", default=5, show_default=True, help="Timed runs per measurement (after one warm-up).")
 @click.option("--markdown", is_flag=True, help="Print a Markdown table (for the README).")
-@click.option("--only", type=click.Choice(["cli", "teaching"]), help="Measure one group only.")
+@click.option("--only", type=click.Choice(["cli", "red", "teaching"]),
+              help="Measure one group only (red: the red-run rows of cli alone).")
 def main(runs: int, markdown: bool, only: str | None) -> None:
     """Measure `course` against plain pytest and the teaching code against trio's own tools."""
     root = find_root()
@@ -361,6 +362,8 @@ def main(runs: int, markdown: bool, only: str | None) -> None:
         rows = []
         if only in (None, "cli"):
             rows += cli_rows(root, catalog, runs, Path(scratch))
+        if only == "red":
+            rows += red_rows(root, catalog, runs, Path(scratch))
         if only in (None, "teaching"):
             rows += teaching_rows(catalog, runs, Path(scratch))
     click.echo(f"{os.cpu_count()} cores, Python {sys.version.split()[0]}, median of {runs} runs after a warm-up")
