@@ -118,9 +118,10 @@ class ShownOnly:
     course shows one failure (the run's first, or the first of the lab asked
     about) and looks for a red light in the chapter's red-light tests, so
     those keep pytest's own report, and every other failure gets the one-line
-    form of `--tb=line` (its `E` lines). A run for one lab runs only that lab's
-    tests, then the red-light tests of other labs. Outcomes and exception messages are the same
-    either way; `course test -v` runs without this plugin.
+    form of `--tb=line` (its `E` lines). A run for one lab runs only that
+    lab's tests, then the red-light tests of other labs. Outcomes and
+    exception messages are the same either way; `course test -v` runs
+    without this plugin.
     """
 
     def __init__(self, shown: dict) -> None:
@@ -151,7 +152,11 @@ class ShownOnly:
         items[:] = kept
 
     def pytest_runtest_makereport(self, item, call):  # type: ignore[no-untyped-def]
-        """The report pytest's runner makes, with `--tb=line` when the failure is not shown."""
+        """The report pytest's runner makes, with `--tb=line` when the failure is not shown.
+
+        Registered after pytest's own plugins, this is asked before the runner
+        (the hook stops at the first report); None leaves the report to it.
+        """
         if call.excinfo is None or self._in_full(item.nodeid):
             return None  # pytest's runner makes the report, in full
         import pytest
