@@ -98,8 +98,13 @@ class Lab:
         """
         if self.select is not None:
             name = node_id.rpartition("::")[2].lower()
-            return any(word.lower() in name for word in self.select.split(" or "))
+            return any(word in name for word in self.select_words)
         return any(node_id == node or node_id.startswith((node + "::", node + "[")) for node in self.nodes)
+
+    @property
+    def select_words(self) -> tuple[str, ...]:
+        """The words of `select`, lower-cased (none for a lab of `nodes`)."""
+        return tuple(word.lower() for word in self.select.split(" or ")) if self.select is not None else ()
 
     def pytest_args(self) -> tuple[str, ...]:
         """Arguments that narrow a run of the focused tests to this lab."""

@@ -35,7 +35,7 @@ from course.errors import ChapterError
 from course.lineage import lineage_problems
 from course.runner import (
     COLLECTION_ERROR, CONFIG_ERROR, CRASHED, FAILED, FAILING, MEMORY, NO_TESTS, PASSED, TIMEOUT, RunPool,
-    RunResult, RunSpec,
+    RunResult, RunSpec, Shown,
 )
 from course.output import replaced_note
 from course.verdict_copy import verdict_copy
@@ -79,12 +79,20 @@ async def prove_chapter(catalog: Catalog, chapter: Chapter, pool: RunPool | None
     return [check for group in results for check in group]
 
 
-def run_spec(chapter: Chapter, directory: Path, selection: Sequence[str], time_limit: float | None = None) -> RunSpec:
+def run_spec(chapter: Chapter, directory: Path, selection: Sequence[str], time_limit: float | None = None,
+             shown: Shown | None = None) -> RunSpec:
     """How every run of a chapter's tests is made: its plugins, its time and memory limits."""
     return RunSpec.for_pytest(
         directory, selection, plugins=chapter.pytest_plugins,
         time_limit=chapter.time_limit if time_limit is None else time_limit, memory_limit=chapter.memory_limit,
+        shown=shown,
     )
+
+
+def shown_failures(chapter: Chapter, lab: Lab | None) -> Shown:
+    """What a learner's run shows of its failures (the first, the lab's first) and reads (red lights)."""
+    return Shown(lab_words=lab.select_words if lab else (), lab_nodes=lab.nodes if lab else (),
+                 tests=[redlight.test for redlight in chapter.redlights])
 
 
 async def _run_copy(
@@ -463,17 +471,22 @@ def _as_if_in(run: RunResult, copy: Path, directory: Path) -> RunResult:
 
 async def check_practice(
     chapter: Chapter, directory: Path, lab: Lab | None = None, pool: RunPool | None = None,
-    time_limit: float | None = None,
+    time_limit: float | None = None, full_reports: bool = True,
 ) -> list[Check]:
     """Judge a learner's tiny_pi/ as written with the chapter's own tests and config (see course/verdict_copy.py).
 
     One run of the focused files answers for every lab; `lab` narrows what is reported.
+    Without `full_reports` (`course test` without -v or --json, `course watch`),
+    the run makes only what is shown or read (see Shown): pytest's full report
+    for the failures shown, and with `lab` that lab's tests and the red-light
+    tests, not the others (formatting every failure was most of a red run).
     """
     if pool is None:
         async with RunPool(chapter.warm_imports) as own_pool:
-            return await check_practice(chapter, directory, lab, own_pool, time_limit)
+            return await check_practice(chapter, directory, lab, own_pool, time_limit, full_reports)
+    shown = None if full_reports else shown_failures(chapter, lab)
     with verdict_copy(chapter, directory) as copy:
-        run = await pool.run(run_spec(chapter, copy.directory, chapter.focused_tests, time_limit))
+        run = await pool.run(run_spec(chapter, copy.directory, chapter.focused_tests, time_limit, shown))
     run = _as_if_in(run, copy.directory, directory)
     labs = [lab] if lab is not None else list(chapter.labs)
     checks = [lab_check(chapter, one, run) for one in labs]

@@ -285,7 +285,7 @@ def test_command(ctx: CourseContext, chapter_id: str | None, directory: str | No
     started = time.monotonic()
     with output.progress(f"Running {f'lab {lab.id}' if lab else 'the focused tests'}", enabled=not as_json,
                          limit=timeout or chapter.time_limit):
-        checks = _run(proofs.check_practice, chapter, place.directory, lab, None, timeout)
+        checks = _run(proofs.check_practice, chapter, place.directory, lab, None, timeout, verbose or as_json)
     duration = time.monotonic() - started
     before = read_last_test(place.directory)
     last = save_result(place.directory, chapter, lab, checks)

@@ -113,6 +113,70 @@ class Reporter:
         self._emit(finish=int(exitstatus))
 
 
+class ShownOnly:
+    """A pytest plugin object: a learner's run makes only what the course shows or reads.
+
+    pytest formats every failure's traceback as it happens, parsing the test
+    file again for each entry: in a red run that is most of the time. The
+    course shows one failure (the run's first, or the first of the lab asked
+    about) and looks for a red light in the chapter's red-light tests, so
+    those keep pytest's own report, and every other failure gets the one-line
+    form of `--tb=line` (its `E` lines). A run for one lab runs only that
+    lab's tests, then the red-light tests of other labs. Outcomes and
+    exception messages are the same either way; `course test -v` runs
+    without this plugin.
+    """
+
+    def __init__(self, shown: dict) -> None:
+        self._words = [str(word) for word in shown.get("lab_words", [])]
+        self._nodes = [str(node) for node in shown.get("lab_nodes", [])]
+        self._tests = {str(node) for node in shown.get("tests", [])}
+        self._run_failed = False
+        self._lab_failed = False
+
+    def _in_lab(self, nodeid: str) -> bool:
+        # The course's Lab.selects, on the data the course sent (course/runspec.py).
+        name = nodeid.rpartition("::")[2].lower()
+        return any(word in name for word in self._words) or any(
+            nodeid == node or nodeid.startswith((node + "::", node + "[")) for node in self._nodes
+        )
+
+    def _in_full(self, nodeid: str) -> bool:
+        return (not self._run_failed or nodeid in self._tests
+                or (not self._lab_failed and self._in_lab(nodeid)))
+
+    def pytest_collection_modifyitems(self, config, items) -> None:  # type: ignore[no-untyped-def]
+        if not (self._words or self._nodes):
+            return
+        # The lab's tests first, so its first failure is the run's; then the other red-light tests.
+        lab = [item for item in items if self._in_lab(item.nodeid)]
+        kept = lab + [item for item in items if item.nodeid in self._tests and item not in lab]
+        config.hook.pytest_deselected(items=[item for item in items if item not in kept])
+        items[:] = kept
+
+    def pytest_runtest_makereport(self, item, call):  # type: ignore[no-untyped-def]
+        """The report pytest's runner makes, with `--tb=line` when the failure is not shown.
+
+        Registered after pytest's own plugins, this is asked before the runner
+        (the hook stops at the first report); None leaves the report to it.
+        """
+        if call.excinfo is None or self._in_full(item.nodeid):
+            return None  # pytest's runner makes the report, in full
+        import pytest
+
+        option = item.config.option
+        style, option.tbstyle = option.tbstyle, "line"
+        try:
+            return pytest.TestReport.from_item_and_call(item, call)
+        finally:
+            option.tbstyle = style
+
+    def pytest_runtest_logreport(self, report) -> None:  # type: ignore[no-untyped-def]
+        if report.failed:
+            self._run_failed = True
+            self._lab_failed = self._lab_failed or self._in_lab(report.nodeid)
+
+
 def _cut(text: str) -> str:
     if len(text) <= TEXT_LIMIT:
         return text
@@ -149,7 +213,10 @@ def run_child(spec: dict, output: int, events: int) -> None:
 
     code = 3
     try:
-        code = int(pytest.main(list(spec["args"]), plugins=[Reporter(EVENTS_FD)]))
+        plugins: list[object] = [Reporter(EVENTS_FD)]
+        if spec.get("shown") is not None:
+            plugins.append(ShownOnly(spec["shown"]))
+        code = int(pytest.main(list(spec["args"]), plugins=plugins))
     finally:
         sys.stdout.flush()
         sys.stderr.flush()

@@ -27,10 +27,10 @@ from course.results import (
 )
 from course.runs import RunPool
 from course.run_env import run_environment
-from course.runspec import RunSpec
+from course.runspec import RunSpec, Shown
 
 __all__ = [
     "COLLECTION_ERROR", "CONFIG_ERROR", "CRASHED", "ERROR", "FAILED", "FAILING", "MEMORY", "NOT_RUN",
-    "NO_TESTS", "PASSED", "SKIPPED", "TIMEOUT", "RunPool", "RunResult", "RunSpec", "TestCase",
+    "NO_TESTS", "PASSED", "SKIPPED", "TIMEOUT", "RunPool", "RunResult", "RunSpec", "Shown", "TestCase",
     "run_environment", "timeout_message",
 ]

@@ -15,6 +15,22 @@ import attrs
 
 from course.run_env import run_environment
 
+@attrs.frozen
+class Shown:
+    """What a learner's run shows or reads: only those failures get pytest's full report.
+
+    Always the run's first failure; the first of a lab's tests (`lab_words`
+    and `lab_nodes`, the lab's selection as Lab.selects reads it); every
+    failure of `tests` (the red-light tests, whose text a red light is
+    recognised by). With a lab, only its tests and `tests` run. The run host
+    applies it (ShownOnly in course/runhost.py).
+    """
+
+    lab_words: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    lab_nodes: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    tests: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+
+
 def _frozen_env(value: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(value.items()))
 
@@ -28,6 +44,7 @@ class RunSpec:
     env: tuple[tuple[str, str], ...] = attrs.field(converter=_frozen_env)
     time_limit: float = attrs.field(validator=attrs.validators.gt(0))
     memory_limit: float = attrs.field(validator=attrs.validators.gt(0))  # GiB
+    shown: Shown | None = None  # None: pytest's full report for every failure
 
     @classmethod
     def for_pytest(
@@ -39,6 +56,7 @@ class RunSpec:
         time_limit: float,
         memory_limit: float,
         env: Mapping[str, str] | None = None,
+        shown: Shown | None = None,
     ) -> RunSpec:
         """A run of `selection` in `directory` with the snapshot's own config and nothing else."""
         directory = directory.resolve()
@@ -50,7 +68,7 @@ class RunSpec:
             *[argument for plugin in plugins for argument in ("-p", plugin)],
             *selection,
         ]
-        return cls(directory, args, run_environment() if env is None else env, time_limit, memory_limit)
+        return cls(directory, args, run_environment() if env is None else env, time_limit, memory_limit, shown)
 
     def message(self) -> dict[str, object]:
         """The spec as the run host reads it."""
@@ -60,4 +78,5 @@ class RunSpec:
             "env": dict(self.env),
             "time_limit": self.time_limit,
             "memory_limit": self.memory_limit,
+            "shown": None if self.shown is None else attrs.asdict(self.shown),
         }

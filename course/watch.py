@@ -356,7 +356,7 @@ class WatchSession:
         try:
             what = f"lab {self.lab.id}" if self.lab else "the focused tests"
             with progress(f"Running {what}", enabled=self.clear is not None, limit=self.chapter.time_limit):
-                checks = await check_practice(self.chapter, self.directory, self.lab, self.pool)
+                checks = await check_practice(self.chapter, self.directory, self.lab, self.pool, full_reports=False)
         except OSError as error:  # the dir vanished or cannot be read: say so, keep watching
             self.echo(f"Could not run the tests in {self.directory}: {error}")
             return

@@ -151,9 +151,42 @@ def cli_rows(root: Path, catalog: Catalog, runs: int, scratch: Path) -> list[Row
                         "ratio <= 1.0", test / lean <= 1.0))
         rows.append(Row(f"course test {chapter.nn} DIR, no early host", fresh, "lean plain run in DIR", lean,
                         "(for comparison)", True))
+    rows += red_rows(root, catalog, runs, scratch)
     rows += startup_rows(root, catalog, runs, scratch)
     rows += verify_rows(root, catalog, runs, scratch)
     return rows
+
+
+def red_rows(root: Path, catalog: Catalog, runs: int, scratch: Path) -> list[Row]:
+    """A learner spends most runs red: the fresh practice dir of the chapter with the most tests.
+
+    Every focused test fails there, so pytest has a report to make for each;
+    the course shows one. The lab rows run the chapter's first lab, against
+    the lean run of the file and of that lab's selection (`-k`).
+    """
+    chapter = max(catalog.chapters, key=lambda c: (c.expected_passed, c.nn))
+    lab = chapter.labs[0]
+    directory = scratch / f"red-{chapter.nn}"
+    if not directory.exists():
+        _run(course_command("practice", chapter.nn, str(directory)), root, ok_codes=(0, 1))
+    env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    lean = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *chapter.focused_tests]
+    test = course_command("test", chapter.nn, str(directory))
+    lean_seconds, test_seconds, lean_lab, test_lab = median_times(
+        [lambda: _run(lean, directory, env, ok_codes=(1,)),
+         lambda: _run(test, root, ok_codes=(1,)),
+         lambda: _run([*lean, *lab.pytest_args()], directory, env, ok_codes=(1,)),
+         lambda: _run([*test, "--lab", lab.id], root, ok_codes=(1,))],
+        runs,
+    )
+    return [
+        Row(f"course test {chapter.nn} DIR, red (fresh dir)", test_seconds, "lean plain run in DIR", lean_seconds,
+            "ratio <= 0.6", test_seconds / lean_seconds <= 0.6),
+        Row(f"course test {chapter.nn} DIR --lab {lab.id}, red", test_lab, "lean plain run in DIR", lean_seconds,
+            "ratio <= 0.6", test_lab / lean_seconds <= 0.6),
+        Row(f"course test {chapter.nn} DIR --lab {lab.id}, red", test_lab, f"lean plain run of lab {lab.id} in DIR",
+            lean_lab, "(for comparison)", True),
+    ]
 
 
 def startup_rows(root: Path, catalog: Catalog, runs: int, scratch: Path) -> list[Row]:
@@ -320,7 +353,8 @@ def table(rows: list[Row], markdown: bool) -> str:
 @click.command()
 @click.option("--runs", default=5, show_default=True, help="Timed runs per measurement (after one warm-up).")
 @click.option("--markdown", is_flag=True, help="Print a Markdown table (for the README).")
-@click.option("--only", type=click.Choice(["cli", "teaching"]), help="Measure one group only.")
+@click.option("--only", type=click.Choice(["cli", "red", "teaching"]),
+              help="Measure one group only (red: the red-run rows of cli alone).")
 def main(runs: int, markdown: bool, only: str | None) -> None:
     """Measure `course` against plain pytest and the teaching code against trio's own tools."""
     root = find_root()
@@ -330,6 +364,8 @@ def main(runs: int, markdown: bool, only: str | None) -> None:
         rows = []
         if only in (None, "cli"):
             rows += cli_rows(root, catalog, runs, Path(scratch))
+        if only == "red":
+            rows += red_rows(root, catalog, runs, Path(scratch))
         if only in (None, "teaching"):
             rows += teaching_rows(catalog, runs, Path(scratch))
     click.echo(f"{os.cpu_count()} cores, Python {sys.version.split()[0]}, median of {runs} runs after a warm-up")
