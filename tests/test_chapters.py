@@ -12,6 +12,7 @@ import git
 import pytest
 
 from conftest import CHECKPOINTS, REPO, course, course_process, made_practice, tree_hash
+from course.cards import render_card
 from course.catalog import load_catalog
 from course.dev.lessons import lesson_problems
 from course.verdict_copy import verdict_copy
@@ -161,6 +162,22 @@ def test_observe_practice_starts_from_target_with_parents_blanks(nn: str, tmp_pa
     assert course("reset", nn, str(directory), "--yes").returncode == 0
     for name in chapter.starter_files:
         assert (directory / name).read_bytes() == (chapter.parent / name).read_bytes(), name
+
+
+@pytest.mark.parametrize("nn", CHAPTERS)
+def test_card_names_the_first_red_light_the_learner_sees(nn: str) -> None:
+    """An observe chapter's practice dir starts from target, so its card leads with that first run
+    and names the parent's collection error only as the parent's; a rebuild card leads with parent's."""
+    chapter = CHAPTERS[nn]
+    line = next(line for line in render_card(chapter).splitlines() if "**First red light:**" in line)
+    fragments = line.index(chapter.first_red_light.fragments[0])
+    if chapter.mode == "observe":
+        starts = line.index("your practice dir starts from the finished target")
+        assert starts < fragments and "The parent, which you never run, ends in" in line, line
+        for name in chapter.starter_files:
+            assert f"a blank `{name}`" in line, line
+    else:
+        assert "never run" not in line and line.index(chapter.first_red_light.explanation) < fragments, line
 
 
 def test_prologue_names_each_prediction_right_or_wrong(tmp_path: Path) -> None:
