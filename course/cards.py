@@ -57,8 +57,7 @@ def render_card(chapter: Chapter) -> str:
         f"> - **Parent -> target:** `checkpoints/{chapter.name}/parent` -> `checkpoints/{chapter.name}/target`",
         "> - **Teaching files:** " + ", ".join(f"`{name}`" for name in chapter.teaching_files),
         "> - **Focused tests:** " + ", ".join(f"`{name}`" for name in chapter.focused_tests),
-        f"> - **First red light:** {red.explanation} The run ends in a {red.kind}"
-        " showing " + "; ".join(f"`{fragment}`" for fragment in red.fragments) + ".",
+        first_red_light_line(chapter),
         f"> - **First step:** {chapter.first_step}",
         f"> - **Locate and prove:** `course checkpoint {chapter.nn}`",
         f"> - **Practice dir:** `course practice {chapter.nn}` (then `cd practice/{chapter.name}`)",
@@ -73,6 +72,25 @@ def render_card(chapter: Chapter) -> str:
             f"> | {lab.id} | {lab.title} | `{course_test(chapter, lab)}` | {lab.expected_passed} passed |"
         )
     return "\n".join(lines) + "\n"
+
+
+def first_red_light_line(chapter: Chapter) -> str:
+    """The card's red-light line: the parent's run, or for an observe chapter what its learner sees first.
+
+    An observe chapter's practice dir starts from the target, so the parent's
+    red light (which `course verify` still proves) is named second, as the
+    parent's, never as the learner's first run.
+    """
+    red = chapter.first_red_light
+    shown = f"a {red.kind} showing " + "; ".join(f"`{fragment}`" for fragment in red.fragments)
+    if chapter.mode != "observe":
+        return f"> - **First red light:** {red.explanation} The run ends in {shown}."
+    blanks = ", ".join(f"`{name}`" for name in chapter.starter_files)
+    first = (f"your practice dir starts from the finished target with a blank {blanks}, so your first"
+             f" `{course_test(chapter)}` fails only the tests that check what you write there (each says"
+             ' "not written yet") and passes every other test' if blanks else
+             f"your practice dir starts from the finished target, so your first `{course_test(chapter)}` is green")
+    return f"> - **First red light:** {first}. The parent, which you never run, ends in {shown}: {red.explanation}"
 
 
 def render_redlight_note(chapter: Chapter) -> str:

@@ -61,7 +61,8 @@ class FirstRedLight:
         converter=_tuple_of_str,
         nonempty="needs at least one fragment: a red light must be recognisable",
     )
-    explanation: str = key("One sentence shown to the learner when the red light appears.")
+    explanation: str = key("One sentence shown to the learner when the red light appears (in observe mode, "
+                           "in the card, after what the practice dir shows first: that learner never runs parent).")
 
 
 @frozen

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import ast
 import re
+import tomllib
 
 from attrs import frozen
 
 from course.catalog import Chapter, Lab
 from course.hints import lab_files
-from course.results import CRASHED, FAILED, TIMEOUT, RunResult, TestCase
+from course.results import CRASHED, FAILED, NOT_RUN, PASSED, TIMEOUT, RunResult, TestCase
 
 _PYTEST_PLACE = re.compile(r"^(?P<file>[^\s:][^:]*\.py):(?P<line>\d+):(?: (?P<error>.*))?$")
 _PYTHON_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<function>.+)$')
@@ -60,6 +61,54 @@ def first_failure(run: RunResult, lab: Lab | None = None) -> TestCase | None:
         if lab is None or not case.name or lab.selects(case.node_id):
             return case
     return None
+
+
+@frozen
+class Prediction:
+    """One prediction of an observe chapter and its test's verdict on it."""
+
+    key: str
+    node_id: str
+    outcome: str
+    message: str  # the test's own failure message ("" when it passed)
+
+    @property
+    def right(self) -> bool:
+        return self.outcome == PASSED
+
+
+def prediction_keys(chapter: Chapter) -> list[str]:
+    """The keys of an observe chapter's blank starter TOML files: the predictions a learner writes.
+
+    Read from the chapter's parent (the blanks themselves), never from the
+    learner's copy, which may be half written or not valid TOML yet.
+    """
+    keys: list[str] = []
+    for name, path in chapter.practice_blanks.items():
+        if not name.endswith(".toml"):
+            continue
+        try:
+            keys += [key for key in tomllib.loads(path.read_text(encoding="utf-8")) if key not in keys]
+        except (OSError, tomllib.TOMLDecodeError):
+            continue
+    return keys
+
+
+def predictions(run: RunResult, chapter: Chapter, lab: Lab | None = None) -> list[Prediction]:
+    """Each prediction the run checked (of `lab`, when given), in the order of the blank file.
+
+    A prediction's test is the one parametrized by its key (`test_x_prediction[key]`).
+    """
+    found = []
+    for key in prediction_keys(chapter):
+        case = next((c for c in run.tests if c.name.endswith(f"[{key}]")), None)
+        if case is None or (lab is not None and not lab.selects(case.node_id)):
+            continue
+        message = "" if case.outcome == PASSED else readable_message(case.message).removeprefix("Failed: ")
+        if not message:
+            message = "not run" if case.outcome == NOT_RUN else case.outcome
+        found.append(Prediction(key, case.node_id, case.outcome, message))
+    return found
 
 
 def relative(path: str) -> str:
@@ -150,6 +199,11 @@ def fix_pointer(chapter: Chapter, found: list[Frame], lab: Lab | None = None) ->
     When no frame is in the learner's code, the failing test's lab narrows the
     chapter's teaching files to the ones that lab's code goes in.
     """
+    if chapter.mode == "observe":
+        # The learner of an observe chapter writes only the starter files; the module is the finished target.
+        files = ", ".join(chapter.starter_files)
+        return [f"the fix belongs in {files}, all you write in an observe chapter "
+                "(`git diff` shows any other change of yours)"] if files else []
     mine = [f for f in found if f.file.startswith(PACKAGE)]
     teaching = [f for f in mine if f.file in chapter.teaching_files]
     if teaching:

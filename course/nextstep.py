@@ -46,6 +46,11 @@ def next_step(
         undo = f" ({command('redlight', '--id', redlight.id, '--revert')} takes the patch off)" if applied else ""
         return f"restore your code{undo}, then run {command('test')}: green again completes {redlight.id}"
     for check in last.checks:
+        if check.kind == "lab" and not check.ok and check.lab is not None and chapter.mode == "observe":
+            # The learner writes predictions, not code: the way on is the lesson's reasoning, not an edit.
+            return (f"lab {check.lab} is not green yet: write any prediction still missing; "
+                    "for a wrong one, read the lesson's fold that explains it and change the value only once "
+                    f"you see why, then run {command(runner, '--lab', check.lab)}")
         if check.kind == "lab" and not check.ok and check.lab is not None:
             return (f"make lab {check.lab} green: {command(runner, '--lab', check.lab)} "
                     f"(stuck? {command('hint', '--lab', check.lab)})")

@@ -21,7 +21,7 @@ import click
 from course.catalog import Chapter, Lab
 from course.checklist import Check
 from course.failures import digest as failure_digest
-from course.failures import first_failure, tests_by_lab
+from course.failures import Prediction, first_failure, predictions, tests_by_lab
 from course.locate import shown
 from course.redlights import Update
 from course.verdict_copy import ADDED, CHANGED, DELETED, UNREADABLE, Replaced
@@ -190,10 +190,16 @@ def result_lines(
                   f"  {redlight.test} failed showing {redlight.fragment!r}", f"  {redlight.learn}"]
     else:
         failing = next((check.run for check in checks if not check.ok and check.run is not None), None)
-        if failing is not None:
+        guesses = predictions(run, chapter, lab) if run is not None and chapter.mode == "observe" else []
+        if guesses:
+            lines += [] if verdict_first else [""]
+            lines += prediction_lines(guesses, chapter)
+        first = first_failure(failing, lab) if failing is not None else None
+        # A wrong prediction is named in full above; only a failure of another kind needs pytest's digest.
+        if failing is not None and (first is None or first.node_id not in {g.node_id for g in guesses}):
             lines += [] if verdict_first else [""]
             lines += [f"  {line}" for line in failure_digest(failing, chapter, lab=lab)]
-            if verbose_hint and not verbose and first_failure(failing, lab) is not None:
+            if verbose_hint and not verbose and first is not None:
                 lines.append(f"  the whole pytest report: {verbose_hint}")
     for redlight in update.done:
         lines.append(f"Red light {redlight.id} done: it failed as predicted, and your code is green again.")
@@ -202,6 +208,21 @@ def result_lines(
     else:
         lines.append(summary)
     lines.append(f"Next: {next_step}")
+    return lines
+
+
+def prediction_lines(guesses: Sequence[Prediction], chapter: Chapter) -> list[str]:
+    """One line per prediction of an observe chapter: right, or the test's own words on why not."""
+    files = ", ".join(chapter.starter_files)
+    right = sum(guess.right for guess in guesses)
+    lines = [f"  Your predictions ({files}): {right} of {len(guesses)} right"]
+    for guess in guesses:
+        if guess.right:
+            lines.append(f"    {OK_MARK} prediction {guess.key}: right")
+        elif guess.message.startswith(f"prediction {guess.key}:"):
+            lines.append(f"    {FAIL_MARK} {guess.message}")
+        else:
+            lines.append(f"    {FAIL_MARK} prediction {guess.key}: {guess.message}")
     return lines
 
 

@@ -12,6 +12,7 @@ import git
 import pytest
 
 from conftest import CHECKPOINTS, REPO, course, course_process, made_practice, tree_hash
+from course.cards import render_card
 from course.catalog import load_catalog
 from course.dev.lessons import lesson_problems
 from course.verdict_copy import verdict_copy
@@ -163,6 +164,22 @@ def test_observe_practice_starts_from_target_with_parents_blanks(nn: str, tmp_pa
         assert (directory / name).read_bytes() == (chapter.parent / name).read_bytes(), name
 
 
+@pytest.mark.parametrize("nn", CHAPTERS)
+def test_card_names_the_first_red_light_the_learner_sees(nn: str) -> None:
+    """An observe chapter's practice dir starts from target, so its card leads with that first run
+    and names the parent's collection error only as the parent's; a rebuild card leads with parent's."""
+    chapter = CHAPTERS[nn]
+    line = next(line for line in render_card(chapter).splitlines() if "**First red light:**" in line)
+    fragments = line.index(chapter.first_red_light.fragments[0])
+    if chapter.mode == "observe":
+        starts = line.index("your practice dir starts from the finished target")
+        assert starts < fragments and "The parent, which you never run, ends in" in line, line
+        for name in chapter.starter_files:
+            assert f"a blank `{name}`" in line, line
+    else:
+        assert "never run" not in line and line.index(chapter.first_red_light.explanation) < fragments, line
+
+
 def test_prologue_names_each_prediction_right_or_wrong(tmp_path: Path) -> None:
     """Chapter 00's predictions.toml starts blank; `course test` says which are missing, wrong and right."""
     directory = tmp_path / "work"
@@ -180,6 +197,49 @@ def test_prologue_names_each_prediction_right_or_wrong(tmp_path: Path) -> None:
     assert "prediction turns: you wrote 3, the run shows 2" in judged.stdout
     assert "[ok]   test_order_prediction[tools_start_after]" in judged.stdout
     assert "[failed] test_order_prediction[turns]" in judged.stdout
+
+
+def test_prologue_default_test_output_names_every_prediction(tmp_path: Path) -> None:
+    """Without --tests, `course test 00` gives one line per prediction (right, wrong or not written),
+    points only at predictions.toml, and its Next line sends the learner to the lesson, not to code."""
+    directory = tmp_path / "work"
+    assert course("practice", "00", str(directory)).returncode == 0
+    predictions = directory / "predictions.toml"
+    text = predictions.read_text(encoding="utf-8")
+    text = text.replace('turns = ""', "turns = 3").replace('tools_start_after = ""', 'tools_start_after = "done"')
+    predictions.write_text(text, encoding="utf-8")
+
+    result = course("test", "00", str(directory))
+    assert result.returncode == 1
+    out = result.stdout
+    assert "Your predictions (predictions.toml): 1 of 7 right" in out, out
+    assert "[FAIL] prediction turns: you wrote 3, the run shows 2" in out, out
+    assert "[ok]   prediction tools_start_after: right" in out, out
+    for key in ("second_call_roles", "readme_answers", "no_files_crashes", "no_files_is_error", "no_files_second_turn"):
+        assert f"[FAIL] prediction {key}: not written yet (in predictions.toml)" in out, out
+    assert "prologue.py" not in out, out
+    next_line = out.splitlines()[-1]
+    assert next_line.startswith("Next: lab 0.1 is not green yet"), next_line
+    assert "read the lesson's fold that explains it" in next_line and "`course test 00" in next_line
+
+    one_lab = course("test", "00", str(directory), "--lab", "0.2").stdout
+    assert "Your predictions (predictions.toml): 0 of 2 right" in one_lab, one_lab
+    assert "prediction turns" not in one_lab
+
+
+def test_observe_failure_outside_the_predictions_points_at_predictions_only(tmp_path: Path) -> None:
+    """A pinned test that fails in an observe chapter (its module edited) still gets pytest's digest,
+    but the pointer names only the file the learner writes, never the finished module."""
+    directory = tmp_path / "work"
+    assert course("practice", "00", str(directory)).returncode == 0
+    shutil.copyfile(CHAPTERS["00"].target / "predictions.toml", directory / "predictions.toml")
+    module = directory / "tiny_pi" / "prologue.py"
+    module.write_text(module.read_text(encoding="utf-8").replace('emit("agent_end")', 'emit("agent_over")'),
+                      encoding="utf-8")
+    out = course("test", "00", str(directory), "--lab", "0.1").stdout
+    assert "first failure: tests/test_00_prologue.py::test_order_of_the_readme_round_trip" in out, out
+    assert "the fix belongs in predictions.toml, all you write in an observe chapter" in out, out
+    assert "the fix belongs in predictions.toml, tiny_pi/prologue.py" not in out, out
 
 
 def test_practice_never_overwrites_and_refuses_dangerous_dirs(tmp_path: Path) -> None:
