@@ -108,7 +108,7 @@ def test_order_of_the_readme_round_trip():
     assert lines == ROUND_TRIP
 
 
-def test_order_tools_run_after_the_model_is_done():
+def test_order_of_the_tool_lines():
     lines, _ = trace()
     done = lines.index("  done toolUse")
     assert lines.index("tool_execution_start call_1 read") == done + 1
@@ -136,7 +136,7 @@ def test_order_prediction(key):
 # Lab 0.2: what the second model call receives --------------------------------
 
 
-def test_second_call_receives_the_whole_transcript_so_far():
+def test_second_call_messages_by_role():
     model = readme_script()
     trio.run(run_agent, QUESTION, model, {"README.md": README}, lambda line: None)
     first, second = model.received
@@ -144,7 +144,7 @@ def test_second_call_receives_the_whole_transcript_so_far():
     assert [message.role for message in second] == ["user", "assistant", "toolResult"]
 
 
-def test_second_call_receives_the_readme_under_the_call_id():
+def test_second_call_readme_message():
     _, transcript = trace()
     call = transcript[1].tool_calls[0]
     result = transcript[2]
@@ -160,7 +160,7 @@ def test_second_call_prediction(key):
 # Lab 0.3: when the tool fails ------------------------------------------------
 
 
-def test_failing_tool_ends_in_an_error_result_not_a_crash():
+def test_failing_tool_result():
     lines, transcript = trace(files={})
     assert "tool_execution_end call_1 error" in lines
     result = transcript[2]
@@ -168,7 +168,7 @@ def test_failing_tool_ends_in_an_error_result_not_a_crash():
     assert result.text == "no such file: README.md"
 
 
-def test_failing_tool_still_gets_a_second_turn():
+def test_failing_tool_turns():
     lines, transcript = trace(files={})
     assert lines[-6:] == ["turn_start 2", "  start", "  text_delta The project is called tiny-pi.", "  done stop", "turn_end 2", "agent_end"]
     assert [message.role for message in transcript] == ["user", "assistant", "toolResult", "assistant"]
