@@ -26,6 +26,7 @@ from tiny_pi.compaction import (
     default_reserve,
     estimate_tokens,
     find_cut,
+    fixed_tokens,
     keep_budget,
     structure_summary,
     summary_message,
@@ -34,6 +35,7 @@ from tiny_pi.messages import ToolCall, ToolResultMessage, Usage, assistant_messa
 from tiny_pi.session import open_session
 from tiny_pi.session_log import CompactionEntry, MessageEntry, SessionError, read_session
 from tiny_pi.session_writer import SessionWriter
+from tiny_pi.toolset import chosen_tools
 
 TIME_LIMIT = 10.0  # a guard against hangs, not a speed test: the machine may be busy
 README = "# tiny-pi\nA small agent runtime.\n"
@@ -74,6 +76,13 @@ def test_budget_default_reserve_and_what_the_kept_messages_may_use():
     assert default_reserve(128_000) == 16384
     assert default_reserve(2000) == 500
     assert keep_budget(10_000, 1000, 500) == (10_000 - 1000 - 500 - 500) // 2
+
+
+def test_budget_fixed_costs_are_the_system_prompt_and_the_tools_as_one_json_list(tmp_path):
+    tools = chosen_tools(tmp_path, ["read", "ls"])  # the agent's default tools: a JSON list of 820 characters
+    assert fixed_tokens(None, tools) == 205  # not 181: name, description and parameters counted apart
+    assert fixed_tokens("Be brief.", tools) == 208  # (9 + 820) / 4, rounded up
+    assert keep_budget(2400, 1959, fixed_tokens(None, tools)) == 58  # lab 11.3's limits leave 58 for kept messages
 
 
 def test_budget_cut_keeps_whole_interactions_newest_first():
@@ -149,6 +158,18 @@ def test_summary_a_compaction_that_keeps_from_no_earlier_entry_is_refused(tmp_pa
     writer.close()
     with pytest.raises(SessionError, match=r":3: first_kept_id 'nowhere' names no earlier entry"):
         read_session(path)
+
+
+def test_summary_the_tree_shows_a_compaction_entry(tmp_path, capsys):
+    from tiny_pi.session import main
+
+    path = tmp_path / "session.jsonl"
+    writer = SessionWriter.create(path)
+    first = writer.append_message(user_message("first"))
+    compaction = writer.append_compaction("## Summary\nx", first, 457)
+    writer.close()
+    assert main([str(path)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == f"{compaction} compaction: keeps from {first}, was ~457 tokens  <- last"
 
 
 # Lab 11.3: python -m tiny_pi.agent --session FILE --context-window N, over real HTTP.

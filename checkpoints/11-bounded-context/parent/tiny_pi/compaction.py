@@ -70,7 +70,7 @@ def estimate_tokens(message: AgentMessage) -> int:
 
 
 def fixed_tokens(system_prompt: str | None, tools: Sequence[Tool]) -> int:
-    """What every call costs besides its messages: the system prompt and the tool definitions."""
+    """What every call costs besides its messages: the system prompt and the tools as one JSON list."""
     raise NotImplementedError("lab 11.1: the fixed costs of every call")
 
 

@@ -74,7 +74,7 @@ def estimate_tokens(message: AgentMessage) -> int:
 
 
 def fixed_tokens(system_prompt: str | None, tools: Sequence[Tool]) -> int:
-    """What every call costs besides its messages: the system prompt and the tool definitions."""
+    """What every call costs besides its messages: the system prompt and the tools as one JSON list."""
     specs = [{"name": t.name, "description": t.description, "parameters": t.parameters} for t in tools]
     characters = len(system_prompt or "") + len(json.dumps(specs))
     return -(-characters // CHARS_PER_TOKEN)
