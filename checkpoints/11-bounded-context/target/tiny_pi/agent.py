@@ -24,10 +24,13 @@ With --session FILE the conversation lives in FILE, a JSON Lines log
 with --branch ID, and every message is on disk before the next model call.
 A session that is not whole is refused (exit 2) before anything is sent.
 
-With a session, a prompt whose context would exceed --context-window N
-minus --reserve-tokens R is preceded by a compaction (tiny_pi.compaction):
-the old messages are summarised and the summary is sent in their place,
-while the file keeps them all. A failed summary call stops the run (exit 1).
+A model call whose context would exceed --context-window N minus
+--reserve-tokens R is preceded by a compaction (tiny_pi.compaction): the
+older interactions are summarised and the summary is sent in their place,
+before a prompt and between the tool round trips of a run. A session file
+keeps every message and records the compaction. A failed summary call
+before a prompt stops the session (exit 1); within a run, the context goes
+as it is.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ import signal as signals
 import sys
 import unicodedata
 from pathlib import Path
-from typing import Iterator, TextIO
+from typing import Iterator, Sequence, TextIO
 
 import trio
 
@@ -48,6 +51,7 @@ from tiny_pi.agent_loop import DEFAULT_MAX_TURNS, ToolUsingModel
 from tiny_pi.bash_tool import DEFAULT_TIMEOUT
 from tiny_pi.compaction import (
     DEFAULT_CONTEXT_WINDOW,
+    SUMMARY_INTRO,
     CompactionError,
     ContextLimits,
     context_tokens,
@@ -57,8 +61,9 @@ from tiny_pi.compaction import (
     fixed_tokens,
     keep_budget,
     summarise,
+    summary_message,
 )
-from tiny_pi.messages import AssistantMessage, ToolCall, ToolResultMessage, text_of, user_message
+from tiny_pi.messages import AgentMessage, AssistantMessage, ToolCall, ToolResultMessage, text_of, user_message
 from tiny_pi.providers.openai_compatible import OpenAICompatibleModel
 from tiny_pi.session import OpenSession, SessionRecorder, open_session
 from tiny_pi.session_log import SessionError
@@ -184,31 +189,85 @@ def read_prompts(prompt: str | None, lines: TextIO) -> Iterator[str]:
             yield line.strip()
 
 
-async def compact_if_over(
-    model: ToolUsingModel, registry: ToolRegistry, agent: Agent, recorder: SessionRecorder,
-    limits: ContextLimits, prompt: str,
-) -> None:
-    """Before the prompt's first model call: if the context would not fit, send a summary instead."""
-    messages = agent.messages
-    fixed = fixed_tokens(agent.system_prompt, registry.specs())
-    tokens = context_tokens(messages, fixed, recorder.measured_from) + estimate_tokens(user_message(prompt))
-    if tokens <= limits.window - limits.reserve:
-        return
-    cut = find_cut(messages, keep_budget(limits.window, limits.reserve, fixed))
-    if cut.newest_over_budget:
-        print(f"compaction: the newest interaction alone (~{cut.kept_tokens} tokens) "
-              "is over the budget; it is kept whole", file=sys.stderr)
-    if cut.index == 0:
-        print("compaction: nothing older to summarise; sending the context as it is", file=sys.stderr)
-        return
-    summary = await summarise(model, messages[: cut.index])
-    agent.replace_messages(recorder.record_compaction(summary, cut.index, tokens))
-    after = context_tokens(agent.messages, fixed, recorder.measured_from) + estimate_tokens(user_message(prompt))
-    print(f"[compaction] ~{tokens} -> ~{after} tokens: {cut.index} messages summarised, "
-          f"{len(messages) - cut.index} kept", file=sys.stderr)
-    if after > limits.window - limits.reserve:  # a long summary, or a newest interaction over budget
-        print(f"compaction: the summary and the kept messages still exceed {limits.window - limits.reserve} "
-              "tokens; sending them anyway", file=sys.stderr)
+class Compactor:
+    """Keeps one conversation within N - R: checked before each prompt, and before each later model call.
+
+    Before a prompt the check runs while the prompt is not yet in the
+    transcript, so a failed summary call changes nothing. The loop's
+    `before_model_call` runs it before every later call of the run, whose tool
+    round trips may outgrow N - R. With a session the recorder writes each
+    compaction to the file; without one, the summary replaces the old
+    messages in memory only.
+    """
+
+    def __init__(
+        self, model: ToolUsingModel, registry: ToolRegistry, agent: Agent, limits: ContextLimits,
+        recorder: SessionRecorder | None = None, measured_from: int = 0,
+    ) -> None:
+        self.model = model
+        self.registry = registry
+        self.agent = agent
+        self.limits = limits
+        self.recorder = recorder
+        self.measured_from = measured_from  # usage before this message measured a context no longer sent
+        self.prompt_checked = False  # the run's first call was checked before its prompt
+        self.said: set[str] = set()  # the notices given since the last prompt
+
+    async def before_prompt(self, prompt: str) -> None:
+        """Compact for the prompt's first model call; a CompactionError leaves everything as it was."""
+        self.said.clear()
+        self.prompt_checked = True
+        extra = estimate_tokens(user_message(prompt))
+        self.agent.replace_messages(await self.compacted(self.agent.messages, extra))
+
+    async def before_call(self, messages: list[AgentMessage]) -> list[AgentMessage]:
+        """The loop's seam: compact before a later call of the run; a failed summary sends the context as it is."""
+        if self.prompt_checked:
+            self.prompt_checked = False
+            return messages
+        try:
+            return await self.compacted(messages)
+        except CompactionError as error:
+            print(f"compaction failed: {error}; sending the context as it is", file=sys.stderr)
+            return messages
+
+    async def compacted(self, messages: Sequence[AgentMessage], extra: int = 0) -> list[AgentMessage]:
+        """`messages`, or the summary and the kept messages if they and `extra` tokens would exceed N - R."""
+        limit = self.limits.window - self.limits.reserve
+        fixed = fixed_tokens(self.agent.system_prompt, self.registry.specs())
+        tokens = context_tokens(messages, fixed, self.measured_from) + extra
+        if tokens <= limit:
+            return list(messages)
+        cut = find_cut(messages, keep_budget(self.limits.window, self.limits.reserve, fixed))
+        if cut.newest_over_budget:
+            self.say_once("newest", f"compaction: the newest interaction alone (~{cut.kept_tokens} tokens) "
+                                    "is over the budget; it is kept whole")
+        if only_a_summary(messages[: cut.index]):
+            self.say_once("nothing", "compaction: nothing older to summarise; sending the context as it is")
+            return list(messages)
+        summary = await summarise(self.model, messages[: cut.index])
+        if self.recorder is not None:
+            self.recorder.record_compaction(summary, cut.index, tokens)
+        kept = [summary_message(summary), *messages[cut.index :]]
+        self.measured_from = len(kept)
+        after = context_tokens(kept, fixed, self.measured_from) + extra
+        print(f"[compaction] ~{tokens} -> ~{after} tokens: {cut.index} messages summarised, "
+              f"{len(messages) - cut.index} kept", file=sys.stderr)
+        if after > limit:  # a long summary, or a newest interaction over budget
+            print(f"compaction: the summary and the kept messages still exceed {limit} tokens; sending them anyway",
+                  file=sys.stderr)
+        return kept
+
+    def say_once(self, kind: str, line: str) -> None:
+        """A notice on stderr, once per prompt: the checks before the run's later calls would repeat it."""
+        if kind not in self.said:
+            self.said.add(kind)
+            print(line, file=sys.stderr)
+
+
+def only_a_summary(messages: Sequence[AgentMessage]) -> bool:
+    """True for no messages, or an earlier summary alone: summarising it again would gain nothing."""
+    return all(text_of(message).startswith(SUMMARY_INTRO) for message in messages)
 
 
 async def converse(
@@ -226,16 +285,21 @@ async def converse(
         agent.subscribe(TerminalPrinter(out))
         recorder = None
         if session is not None:  # saves the new messages before every model call
-            recorder = SessionRecorder(session.writer, agent, session.ids, session.measured_from)
+            recorder = SessionRecorder(session.writer, agent, session.ids)
             agent.subscribe(recorder)
+        compactor = None
+        if limits is not None:  # with a session or without one
+            measured_from = session.measured_from if session is not None else 0
+            compactor = Compactor(model, registry, agent, limits, recorder, measured_from)
+            agent.before_model_call = compactor.before_call
         await nursery.start(abort_on_interrupt, agent)
         while status == 0:
             prompt = await trio.to_thread.run_sync(next, prompts, None, abandon_on_cancel=True)
             if prompt is None:
                 break
-            if recorder is not None and limits is not None:
+            if compactor is not None:
                 try:
-                    await compact_if_over(model, registry, agent, recorder, limits, prompt)
+                    await compactor.before_prompt(prompt)
                 except CompactionError as error:
                     print(f"compaction failed: {error}; the session is unchanged", file=sys.stderr)
                     status = 1
