@@ -73,6 +73,17 @@ def test_catalog_context_files_go_outermost_first_each_under_its_path(tmp_path):
     assert context.index(str(outer)) < context.index(str(inner)) < context.index("Run the tests with pytest.")
 
 
+def test_catalog_a_context_file_that_is_not_text_is_skipped_with_one_warning(tmp_path):
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "AGENTS.md").write_bytes(b"\xff\xfe not UTF-8")
+    warnings = []
+    files = context_files(root, warnings.append)
+    agents = root.resolve() / "AGENTS.md"
+    assert agents not in [file.path for file in files]  # the run goes on without it
+    assert len(warnings) == 1 and warnings[0].startswith(f"{agents} skipped: ")
+
+
 def test_catalog_without_context_files_or_skills_there_is_no_system_prompt(tmp_path):
     root = tmp_path / "project"
     root.mkdir()

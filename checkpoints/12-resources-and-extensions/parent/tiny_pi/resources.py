@@ -94,7 +94,12 @@ def warn_on_stderr(line: str) -> None:
     print(line, file=sys.stderr)
 
 
-def context_files(root: Path) -> list[ContextFile]:
+def read_or_warn(path: Path, warn: Warn) -> str | None:
+    """The UTF-8 text of a resource file, or None after one warning line: it is skipped, the run goes on."""
+    raise NotImplementedError("lab 12.1: read a resource file, or warn and skip it")
+
+
+def context_files(root: Path, warn: Warn = warn_on_stderr) -> list[ContextFile]:
     """Every AGENTS.md from the outermost parent of `root` down to `root` itself."""
     raise NotImplementedError("lab 12.1: the AGENTS.md files from the outermost parent to the root")
 
@@ -134,7 +139,7 @@ def with_skills(tools: Sequence[Tool], skills: Sequence[Skill]) -> list[Tool]:
     raise NotImplementedError("lab 12.2: read activates a listed skill")
 
 
-def find_templates(roots: Sequence[Path]) -> dict[str, Template]:
+def find_templates(roots: Sequence[Path], warn: Warn = warn_on_stderr) -> dict[str, Template]:
     """Every `prompts/NAME.md` of every root, by name, sorted; the first root wins a clash."""
     raise NotImplementedError("lab 12.2: find the prompt templates")
 

@@ -94,14 +94,24 @@ def warn_on_stderr(line: str) -> None:
     print(line, file=sys.stderr)
 
 
-def context_files(root: Path) -> list[ContextFile]:
+def read_or_warn(path: Path, warn: Warn) -> str | None:
+    """The UTF-8 text of a resource file, or None after one warning line: it is skipped, the run goes on."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, ValueError) as error:  # unreadable, or not UTF-8 text
+        warn(f"{path} skipped: {error}")
+        return None
+
+
+def context_files(root: Path, warn: Warn = warn_on_stderr) -> list[ContextFile]:
     """Every AGENTS.md from the outermost parent of `root` down to `root` itself."""
     base = root.resolve()
     found = []
     for directory in [*reversed(base.parents), base]:
         path = directory / CONTEXT_FILE
-        if path.is_file():
-            found.append(ContextFile(path, path.read_text(encoding="utf-8")))
+        text = read_or_warn(path, warn) if path.is_file() else None
+        if text is not None:
+            found.append(ContextFile(path, text))
     return found
 
 
@@ -189,13 +199,14 @@ def with_skills(tools: Sequence[Tool], skills: Sequence[Skill]) -> list[Tool]:
     return [skill_read(tool) if tool.name == "read" else tool for tool in tools]
 
 
-def find_templates(roots: Sequence[Path]) -> dict[str, Template]:
+def find_templates(roots: Sequence[Path], warn: Warn = warn_on_stderr) -> dict[str, Template]:
     """Every `prompts/NAME.md` of every root, by name, sorted; the first root wins a clash."""
     templates: dict[str, Template] = {}
     for root in roots:
         for path in sorted(root.glob("prompts/*.md")):
-            if path.stem not in templates:
-                templates[path.stem] = Template(path.stem, path, path.read_text(encoding="utf-8"))
+            text = None if path.stem in templates else read_or_warn(path, warn)
+            if text is not None:
+                templates[path.stem] = Template(path.stem, path, text)
     return dict(sorted(templates.items()))
 
 
@@ -257,4 +268,5 @@ def load_resources(root: Path, user_root: Path, warn: Warn = warn_on_stderr) -> 
     """Everything of `root` and its resource roots that a run needs, read once before it starts."""
     roots = resource_roots(root, user_root)
     skills = find_skills(roots, warn)
-    return Resources(system_sections(context_files(root), skills), tuple(skills), find_templates(roots))
+    sections = system_sections(context_files(root, warn), skills)
+    return Resources(sections, tuple(skills), find_templates(roots, warn))
