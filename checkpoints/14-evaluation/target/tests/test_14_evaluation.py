@@ -66,9 +66,10 @@ MALFORMED = [
     ('prompt = "x"\nmax_turns = 2\nmax_turn = 3\n[[checks]]\ncommand = "true"\n', "max_turn: unknown key"),
     ('prompt = "x"\nmax_turns = 2\ntime_limit = 0\n[[checks]]\ncommand = "true"\n', "time_limit: must be seconds above 0"),
 ]
+MALFORMED_IDS = ["no-prompt", "no-turns", "unknown-tool", "no-checks", "both-kinds", "unknown-key", "no-time"]
 
 
-@pytest.mark.parametrize("toml, message", MALFORMED)
+@pytest.mark.parametrize("toml, message", MALFORMED, ids=MALFORMED_IDS)
 def test_task_a_malformed_task_is_named_with_its_file_and_key(tmp_path, toml, message):
     directory = write_task(tmp_path, "broken", toml)
     with pytest.raises(TaskError) as error:
@@ -77,7 +78,7 @@ def test_task_a_malformed_task_is_named_with_its_file_and_key(tmp_path, toml, me
     assert message in str(error.value)
 
 
-@pytest.mark.parametrize("path", ["../outside.txt", "/etc/passwd", "notes/../../x"])
+@pytest.mark.parametrize("path", ["../outside.txt", "/etc/passwd", "notes/../../x"], ids=["up", "absolute", "down-and-up"])
 def test_task_a_check_outside_the_workspace_is_malformed(tmp_path, path):
     directory = write_task(tmp_path, "escape", f'prompt = "x"\nmax_turns = 2\n[[checks]]\npath = "{path}"\ncontains = "x"\n')
     with pytest.raises(TaskError, match=r"checks\[1\]\.path: .* is outside the workspace"):
@@ -119,7 +120,7 @@ BROKEN = [
 ]
 
 
-@pytest.mark.parametrize("messages, kind", BROKEN)
+@pytest.mark.parametrize("messages, kind", BROKEN, ids=[kind for _, kind in BROKEN])
 def test_judge_each_broken_pairing_is_found_with_its_class(messages, kind):
     problems = transcript_problems([user_message("q"), *messages])
     assert problems[0].kind == kind
@@ -246,8 +247,8 @@ def test_run_a_passing_task_keeps_its_evidence_and_leaves_the_task_unchanged(dir
     with serving(WRITE_NAME) as server:
         verdict = run_task(task, Settings(server.base_url, "loopback", out))
 
+    assert snapshot(tasks) == before  # the agent worked in a copy
     assert (verdict.status, verdict.turns, verdict.tokens) == ("pass", 2, 120)
-    assert snapshot(tasks) == before
     assert sorted(p.name for p in (out / "name").iterdir()) == ["agent.log", "checks.json", "session.jsonl", "workspace"]
     assert (out / "name" / "workspace" / "NAME.txt").read_text() == "tiny-pi\n"
     assert [r["passed"] for r in json.loads((out / "name" / "checks.json").read_text())] == [True, True]
@@ -359,15 +360,15 @@ def test_report_json_holds_counts_statuses_and_classes_and_nothing_from_the_run(
 
     printed = capsys.readouterr().out
     report = (out / "report.json").read_text()
+    session = (out / "b-fails" / "session.jsonl").read_text()
+    secrets = ["call_1", SECRET_ANSWER, "tiny-pi", "small agent", "NAME.txt", "NOTES.md", "b-fails", str(out),
+               str(tasks), os.sep + "tmp", "Write the project's name", json.loads(session.splitlines()[0])["id"]]
+    assert [secret for secret in secrets if secret in report] == []  # from the run, its files or its paths
     assert json.loads(printed) == json.loads(report)
     assert json.loads(report)["summary"] == {"tasks": 1, "passed": 0, "failed": 1, "infrastructure": 0,
                                              "turns": 2, "tokens": 120}
     assert json.loads(report)["tasks"] == [{"status": "fail", "failure": "check-failed", "phase": None,
                                             "checks_passed": 2, "checks_failed": 1, "turns": 2, "tokens": 120}]
-    session = (out / "b-fails" / "session.jsonl").read_text()
-    secrets = ["call_1", SECRET_ANSWER, "tiny-pi", "small agent", "NAME.txt", "NOTES.md", "b-fails", str(out),
-               str(tasks), os.sep + "tmp", "Write the project's name", json.loads(session.splitlines()[0])["id"]]
-    assert [secret for secret in secrets if secret in report] == []
 
 
 def test_report_a_malformed_task_exits_2_before_anything_runs(dirs, capsys):
