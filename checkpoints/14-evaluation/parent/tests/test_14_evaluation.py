@@ -10,6 +10,7 @@ with its shareable report (14.4).
 import json
 import os
 import queue
+import sys
 import threading
 from contextlib import contextmanager
 
@@ -290,7 +291,7 @@ def test_run_the_time_limit_kills_the_agent_and_fails_the_task(dirs):
 
 def test_run_an_agent_that_crashes_is_an_infrastructure_failure_of_execute(dirs):
     tasks, out = dirs
-    crash = ("python3", "-c", "raise RuntimeError('the agent fell over')")
+    crash = (sys.executable, "-c", "raise RuntimeError('the agent fell over')")
     verdict = run_task(name_task(tasks), Settings("http://127.0.0.1:9/v1", "loopback", out, crash))
 
     assert (verdict.status, verdict.phase, verdict.failure) == (INFRASTRUCTURE, "execute", "agent-crashed")

@@ -85,7 +85,7 @@ class TaskResult:
 
 def run_task(task: Task, settings: Settings, judge: Judge = judge_checks) -> TaskResult:
     """Every phase of one task; dispose and clean up run whatever happened before them."""
-    evidence = settings.out / task.name
+    evidence = settings.out.resolve() / task.name  # absolute: the agent runs in another directory
     finished = None
     try:
         prepare(task, evidence)
