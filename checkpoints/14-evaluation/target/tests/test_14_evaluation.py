@@ -249,6 +249,7 @@ def test_run_a_passing_task_keeps_its_evidence_and_leaves_the_task_unchanged(dir
         verdict = run_task(task, Settings(server.base_url, "loopback", out))
 
     assert snapshot(tasks) == before  # the agent worked in a copy
+    assert sorted(p.name for p in out.parent.iterdir()) == ["out", "tasks"]  # nothing written beside OUT
     assert (verdict.status, verdict.turns, verdict.tokens) == ("pass", 2, 120)
     assert sorted(p.name for p in (out / "name").iterdir()) == ["agent.log", "checks.json", "session.jsonl", "workspace"]
     assert (out / "name" / "workspace" / "NAME.txt").read_text() == "tiny-pi\n"
