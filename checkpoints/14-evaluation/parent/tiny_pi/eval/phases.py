@@ -1,0 +1,140 @@
+"""One task, phase by phase: prepare, execute, collect, judge, dispose, clean up.
+
+Each phase has one job and fails in its own name. A failure of the harness
+(the agent crashed, a file could not be collected, the transcript is broken,
+the judge contradicts itself) is an InfrastructureError of that phase: the
+task's result says `infrastructure`, never that the agent failed the task.
+
+Evidence goes to OUT/NAME/: session.jsonl (the agent's session log),
+agent.log (its stdout and stderr), workspace/ (the files as the agent left
+them) and checks.json (each check's result). The agent works in a copy,
+OUT/NAME/run/, which the clean-up phase removes; the task directory is only
+ever read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import sys
+from pathlib import Path
+from typing import Callable
+
+import attrs
+from attrs import frozen
+
+import tiny_pi
+from tiny_pi.eval.judge import CheckResult, contradiction, judge_checks
+from tiny_pi.eval.process import Finished, kill_group, run_limited
+from tiny_pi.eval.tasks import Task
+from tiny_pi.eval.transcript_checks import transcript_problems
+from tiny_pi.messages import AgentMessage, AssistantMessage
+from tiny_pi.session_log import MessageEntry, SessionError, read_session
+
+PASS, FAIL, INFRASTRUCTURE = "pass", "fail", "infrastructure"
+COPY, SESSION, AGENT_LOG, WORKSPACE, CHECKS = "run", "session.jsonl", "agent.log", "workspace", "checks.json"
+AGENT = (sys.executable, "-P", "-m", "tiny_pi.agent")  # -P: never import from the workspace
+
+Judge = Callable[[Task, Path], list[CheckResult]]
+
+
+class InfrastructureError(Exception):
+    """The harness failed in `phase`: `failure` is its class (shareable), `detail` says what (local)."""
+
+    def __init__(self, phase: str, failure: str, detail: str) -> None:
+        super().__init__(f"{phase}: {failure}: {detail}")
+        self.phase = phase
+        self.failure = failure
+        self.detail = detail
+
+
+@frozen
+class Settings:
+    """What every task's run shares: the model server, the model, the evidence root, the agent's command."""
+
+    base_url: str
+    model: str
+    out: Path
+    agent: tuple[str, ...] = AGENT
+
+
+@frozen
+class Collected:
+    """What the collect phase took from a run: the transcript, its turns and tokens."""
+
+    messages: tuple[AgentMessage, ...]
+    turns: int
+    tokens: int
+
+
+@frozen
+class TaskResult:
+    """A task's verdict: its status, the failure's class and phase, a local detail, the counts."""
+
+    name: str
+    status: str  # PASS, FAIL or INFRASTRUCTURE
+    failure: str | None = None  # "check-failed", "time-limit", or a class of the harness's failure
+    phase: str | None = None  # the phase that failed, for INFRASTRUCTURE
+    detail: str = ""  # which check failed and why, or what broke: local evidence, never shared
+    checks: tuple[CheckResult, ...] = ()
+    turns: int = 0
+    tokens: int = 0
+
+
+def run_task(task: Task, settings: Settings, judge: Judge = judge_checks) -> TaskResult:
+    """Every phase of one task; dispose and clean up run whatever happened before them."""
+    raise NotImplementedError("lab 14.3: run a task's phases")
+
+
+def prepare(task: Task, evidence: Path) -> None:
+    """A fresh evidence directory and a fresh copy of the task's workspace for the agent."""
+    raise NotImplementedError("lab 14.3: prepare")
+
+
+def execute(task: Task, settings: Settings, evidence: Path) -> Finished:
+    """Run the agent as a subprocess on the copy, under the task's time limit."""
+    raise NotImplementedError("lab 14.3: execute")
+
+
+def agent_environment() -> dict[str, str]:
+    """The agent finds this tiny_pi (PYTHONPATH), whatever directory it runs in."""
+    source = str(Path(tiny_pi.__file__).resolve().parent.parent)
+    paths = [source, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
+
+
+def refuse_crash(finished: Finished) -> None:
+    """An ending the agent did not choose (an unexpected status, a signal, a traceback) is the harness's."""
+    raise NotImplementedError("lab 14.3: tell a crash")
+
+
+def collect(evidence: Path, finished: Finished) -> Collected:
+    """Keep the final workspace, read the transcript back and check it (not after a kill)."""
+    raise NotImplementedError("lab 14.3: collect")
+
+
+def copy_workspace(source: Path, destination: Path) -> None:
+    """Copy the files and links the agent left; anything else (a FIFO, a socket) is refused, not read."""
+    raise NotImplementedError("lab 14.3: copy the final workspace")
+
+
+def judged(task: Task, evidence: Path, judge: Judge) -> TaskResult:
+    """Run the checks in the copy, refuse a self-contradicting answer, keep every result."""
+    raise NotImplementedError("lab 14.3: judge")
+
+
+def closed(result: TaskResult, finished: Finished | None, evidence: Path) -> TaskResult:
+    """Dispose and clean up; their failure is reported unless an earlier phase's already is."""
+    raise NotImplementedError("lab 14.3: dispose and clean up")
+
+
+def dispose(finished: Finished | None) -> None:
+    """End whatever the agent left running in its process group."""
+    raise NotImplementedError("lab 14.3: dispose")
+
+
+def clean_up(copy: Path) -> None:
+    """Remove the agent's working copy: the evidence keeps the workspace as the agent left it."""
+    raise NotImplementedError("lab 14.3: clean up")
