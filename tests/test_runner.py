@@ -145,6 +145,29 @@ def test_a_run_never_sees_the_callers_pythonpath_colours_or_another_tiny_pi(
     assert not (snap / ".pytest_cache").exists()
 
 
+def test_a_run_collects_garbage_as_a_plain_pytest_run_does(tmp_path: Path, run) -> None:
+    """The host imports with the collector off (start-up time) and freezes what it imported:
+    the run's child must still collect its own cycles, or a test that makes them runs out of memory."""
+    snap = snapshot(tmp_path / "s", """
+        import gc
+        def test_collector_on():
+            assert gc.isenabled()
+        def test_cycles_are_collected():
+            class Node:
+                pass
+            def cycle():
+                node = Node()
+                node.me = node
+            gc.collect()
+            before = len([o for o in gc.get_objects() if isinstance(o, Node)])
+            for _ in range(50_000):
+                cycle()
+            assert len([o for o in gc.get_objects() if isinstance(o, Node)]) - before < 50_000
+    """)
+    result = run(snap)
+    assert result.passed == 2, result.output
+
+
 def test_filterwarnings_error_in_a_chapter_config_keeps_a_correct_solution_green(tmp_path: Path, run) -> None:
     """The course adds no warning of its own to a run (its reporter is a plugin object, not a module)."""
     snap = snapshot(tmp_path / "s", "def test_one(): pass\n", ini=INI + "filterwarnings =\n    error\n")

@@ -37,3 +37,25 @@ def test_rows_report_ratios_and_goals_as_a_markdown_table() -> None:
     assert lines[0].startswith("| measurement | median s |")
     assert lines[2] == "| course test 02 DIR | 1.000 | plain pytest of target | 4.000 | 0.25 | ratio <= 0.5 | yes |"
     assert lines[3].endswith("| - | < 3 s on 2 cores | NO |")
+
+
+def test_green_rows_time_another_checkout_in_the_same_rounds(monkeypatch, tmp_path) -> None:
+    """`--against` compares two versions of the course: each round runs lean, ours, theirs."""
+    from types import SimpleNamespace
+
+    from course.dev import bench
+
+    calls: list[tuple[str, str | None]] = []
+
+    def run(command, cwd, env=None, ok_codes=(0,)) -> None:  # type: ignore[no-untyped-def]
+        who = "lean" if "pytest" in command else "course"
+        calls.append((who, None if env is None or who == "lean" else env.get("COURSE_ROOT")))
+
+    monkeypatch.setattr(bench, "_run", run)
+    monkeypatch.setattr(bench, "green_practice_dir", lambda root, chapter, scratch: tmp_path)
+    chapter = SimpleNamespace(nn="02", focused_tests=("tests/test_02_event_stream.py",))
+    other = tmp_path / "before"
+    rows = bench.green_rows(tmp_path, [chapter], runs=2, scratch=tmp_path, against=other)
+    assert calls == [("lean", None), ("course", None), ("course", str(other))] * 3
+    assert [row.what for row in rows] == ["course test 02 DIR", "course test 02 DIR, before's course"]
+    assert all(row.baseline == "lean plain run in DIR" for row in rows)

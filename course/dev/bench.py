@@ -130,6 +130,30 @@ def lean_pytest(chapter: Chapter, directory: Path) -> Callable[[], None]:
     return lambda: _run(command, directory, env)
 
 
+def green_rows(root: Path, chapters: Sequence[Chapter], runs: int, scratch: Path, against: Path | None) -> list[Row]:
+    """A green `course test` beside the lean plain run, chapter by chapter, without the slow rows.
+
+    With `against` (another checkout of the course, say the commit before a
+    change), its `course test` takes turns with this one's in the same
+    rounds, so the two ratios come from one run of a shared machine.
+    """
+    rows = []
+    for chapter in chapters:
+        directory = green_practice_dir(root, chapter, scratch)
+        actions = [lean_pytest(chapter, directory),
+                   lambda: _run(course_command("test", chapter.nn, str(directory)), root)]
+        if against is not None:
+            other = {**os.environ, "PYTHONPATH": str(against), "COURSE_ROOT": str(against)}
+            actions.append(lambda: _run(course_command("test", chapter.nn, str(directory)), against, other))
+        lean, test, *theirs = median_times(actions, runs)
+        rows.append(Row(f"course test {chapter.nn} DIR", test, "lean plain run in DIR", lean,
+                        "ratio <= 1.0", test / lean <= 1.0))
+        for seconds in theirs:
+            rows.append(Row(f"course test {chapter.nn} DIR, {against.name}'s course", seconds,
+                            "lean plain run in DIR", lean, "(for comparison)", True))
+    return rows
+
+
 def cli_rows(root: Path, catalog: Catalog, runs: int, scratch: Path) -> list[Row]:
     rows = []
     fresh_hosts = {**os.environ, "COURSE_WARM": "0"}
@@ -353,15 +377,28 @@ def table(rows: list[Row], markdown: bool) -> str:
 @click.command()
 @click.option("--runs", default=5, show_default=True, help="Timed runs per measurement (after one warm-up).")
 @click.option("--markdown", is_flag=True, help="Print a Markdown table (for the README).")
-@click.option("--only", type=click.Choice(["cli", "red", "teaching"]),
-              help="Measure one group only (red: the red-run rows of cli alone).")
-def main(runs: int, markdown: bool, only: str | None) -> None:
+@click.option("--only", type=click.Choice(["cli", "red", "green", "teaching"]),
+              help="Measure one group only (red: the red-run rows of cli alone; green: its green "
+                   "`course test` rows beside the lean run, nothing else).")
+@click.option("--chapter", "chapter_ids", multiple=True, help="With --only green: this chapter only (repeatable).")
+@click.option("--against", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="With --only green: also time the `course test` of this other checkout of the course.")
+def main(runs: int, markdown: bool, only: str | None, chapter_ids: tuple[str, ...], against: Path | None) -> None:
     """Measure `course` against plain pytest and the teaching code against trio's own tools."""
+    # Time the commands as a learner's machine runs them: Python keeps its bytecode caches (the
+    # course's own modules, and the learner's tiny_pi/ and rewritten tests for a plain run).
+    # A session that set PYTHONDONTWRITEBYTECODE would make every start recompile the course.
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     root = find_root()
     catalog = load_catalog(root)
+    if (chapter_ids or against) and only != "green":
+        raise click.UsageError("--chapter and --against go with --only green")
+    chapters = [catalog.resolve(chapter_id) for chapter_id in chapter_ids] or list(catalog.chapters)
     with tempfile.TemporaryDirectory(prefix="course-bench-") as scratch:
         check = machine_check(runs, Path(scratch))
         rows = []
+        if only == "green":
+            rows += green_rows(root, chapters, runs, Path(scratch), against and against.resolve())
         if only in (None, "cli"):
             rows += cli_rows(root, catalog, runs, Path(scratch))
         if only == "red":
