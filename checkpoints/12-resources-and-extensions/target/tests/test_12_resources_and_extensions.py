@@ -220,8 +220,9 @@ def test_load_an_extension_adds_tools_whose_function_may_be_sync_or_async(tmp_pa
     [
         ("def register(api):\n    return (\n", "SyntaxError"),
         (TOOLS_EXTENSION + "        raise RuntimeError('half way')\n", "RuntimeError: half way"),
+        ("import sys\nsys.exit('bye')\n", "SystemExit: bye"),
     ],
-    ids=["syntax-error", "raises-after-add-tool"],
+    ids=["syntax-error", "raises-after-add-tool", "exits-on-import"],
 )
 def test_load_a_failing_extension_is_named_in_one_line_and_leaves_nothing_registered(tmp_path, capsys, source, reason):
     broken = extension(tmp_path, "broken", source)

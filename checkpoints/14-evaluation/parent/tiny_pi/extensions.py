@@ -142,7 +142,7 @@ def load_extensions(paths: Iterable[Path], taken: Collection[str]) -> list[Exten
     for path in paths:
         try:
             extension = load_extension(path, names)
-        except Exception as error:  # its failure, whatever it is, must not end the run
+        except (Exception, SystemExit) as error:  # its failure, even sys.exit(), must not end the run
             print(NOT_LOADED.format(path=path, reason=f"{type(error).__name__}: {error}"), file=sys.stderr)
             continue
         names.update(tool.name for tool in extension.tools)
