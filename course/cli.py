@@ -36,7 +36,7 @@ T = TypeVar("T")
 
 # The order a learner meets the commands in; the author's come last.
 ORDER = ("practice", "test", "watch", "hint", "diff", "redlight", "reset", "status", "list", "show",
-         "checkpoint", "verify", "dev")
+         "local-model", "checkpoint", "verify", "dev")
 
 EPILOG = """\b
 Chapter ids: 3, 03, message-ir and 03-message-ir all name chapter 03.
@@ -147,6 +147,35 @@ def show(ctx: CourseContext, chapter_id: str | None, pager: bool | None, answers
     chapter = ctx.chapter(chapter_id) if chapter_id else ctx.locate("show", None, None).chapter
     how_to_open = None if answers else f"{suggest('show', chapter.nn, '--answers')}"
     show_lesson(chapter.lesson.read_text(encoding="utf-8"), pager=pager, how_to_open=how_to_open)
+
+
+@cli.command("local-model")
+@click.option("--port", default="8080", show_default=True, metavar="PORT", callback=lambda _context, _parameter, value: _port(value),
+              help="The port to listen on.")
+@click.option("--host", default="127.0.0.1", show_default=True, metavar="HOST", help="The address to listen on.")
+@pass_context
+def local_model_command(ctx: CourseContext, port: int, host: str) -> None:
+    """Serve a small real model on this machine for `python -m tiny_pi.agent` (the local-model extra).
+
+    Prints the --base-url and --model to use, then runs llama.cpp's
+    OpenAI-compatible server with SmolLM2-135M-Instruct in the foreground
+    until Ctrl-C. Exit 2 without the extra, 3 when the port is taken.
+    """
+    from course import local_model
+
+    server = local_model.prepare(ctx.root, host, port)
+    for line in output.local_model_lines(server):
+        output.say(line)
+    ended = local_model.serve(server)
+    output.say(output.local_model_ending(ended))
+    sys.exit(0 if ended.stopped or ended.status == 0 else 1)
+
+
+def _port(value: str) -> int:
+    """`--port`, checked here: one line for a bad value, where click's range check prints three."""
+    if not value.isdigit() or not 1 <= int(value) <= 65535:
+        raise UsageError(f"--port takes a whole number from 1 to 65535, not {value!r}")
+    return int(value)
 
 
 @cli.command()

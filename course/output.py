@@ -14,7 +14,7 @@ import shutil
 import sys
 import textwrap
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
 
 import click
 
@@ -25,6 +25,9 @@ from course.failures import Prediction, first_failure, predictions, tests_by_lab
 from course.locate import shown
 from course.redlights import Update
 from course.verdict_copy import ADDED, CHANGED, DELETED, UNREADABLE, Replaced
+
+if TYPE_CHECKING:  # course.local_model is imported only by its own command
+    from course.local_model import Ended, LocalServer
 
 # The version of the shape of every --json report; docs/course-test.schema.json is its contract
 # for `course test --json`. A new key keeps the version; a key removed, renamed or retyped raises it.
@@ -306,3 +309,22 @@ def progress(message: str, enabled: bool = True, limit: float | None = None) -> 
 def display_path(path: Path) -> str:
     """A path for the learner: relative to the current dir when it is below it (course.locate.shown)."""
     return shown(path)
+
+
+def local_model_lines(server: LocalServer) -> list[str]:
+    """What `course local-model` prints before the server starts: the flags first, ready to paste."""
+    return [
+        f"tiny_pi flags: {server.agent_flags}",
+        f'  e.g. python -m tiny_pi.agent {server.agent_flags} "Say hello"',
+        f"  (its context holds {server.context_tokens} tokens: from chapter 11 on, add --context-window {server.context_tokens})",
+        f"Starting llama.cpp's server with SmolLM2-135M-Instruct as {server.model!r} ({display_path(server.weights)}).",
+        "It is ready when it prints 'Uvicorn running'; Ctrl-C stops it.",
+    ]
+
+
+def local_model_ending(ended: Ended) -> str:
+    if ended.stopped:
+        return "Stopped the local model server."
+    if ended.status == 0:
+        return "The local model server ended."
+    return f"The local model server ended with status {ended.status} (its messages are above)."

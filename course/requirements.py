@@ -22,18 +22,36 @@ class MissingDependencies(CourseError):
     """The Python running `course` lacks (or has too old) what the chapters import."""
 
 
-def declared(root: Path) -> list[str]:
-    """The requirement strings of the course itself (no extras such as `test`)."""
+def declared(root: Path, extra: str | None = None) -> list[str]:
+    """The requirement strings of the course itself, or of one of its extras (`local-model`).
+
+    An extra is read from the checkout's pyproject.toml when there is one: an
+    editable install's metadata is as old as the last `pip install`, and an
+    extra added since would look empty there, so satisfied.
+    """
     import importlib.metadata  # here, not on top: `course test` imports this module but never calls it
 
+    pyproject = root / "pyproject.toml"
+    if extra is not None and pyproject.is_file():
+        project = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]
+        return list(project.get("optional-dependencies", {}).get(extra, []))
     try:
         requirements = importlib.metadata.requires(DISTRIBUTION) or []
     except importlib.metadata.PackageNotFoundError:
-        pyproject = root / "pyproject.toml"
         if not pyproject.is_file():
             return []
         requirements = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"].get("dependencies", [])
-    return [requirement for requirement in requirements if "extra ==" not in requirement]
+    if extra is None:
+        return [requirement for requirement in requirements if "extra ==" not in requirement]
+    return [requirement.split(";")[0].strip() for requirement in requirements if _wanted_by(requirement, extra)]
+
+
+def _wanted_by(text: str, extra: str) -> bool:
+    """Whether the requirement TEXT (metadata's `name; extra == "x"` form) belongs to EXTRA."""
+    from packaging.requirements import Requirement  # pytest's own dependency
+
+    marker = Requirement(text).marker
+    return marker is not None and "extra" in str(marker) and marker.evaluate({"extra": extra})
 
 
 def problems(requirements: list[str]) -> list[str]:
@@ -52,6 +70,9 @@ def problems(requirements: list[str]) -> list[str]:
             continue
         if not requirement.specifier.contains(version, prereleases=True):
             found.append(f"{requirement.name} {version} (needs {requirement.specifier})")
+        for extra in sorted(requirement.extras):  # `llama-cpp-python[server]` needs the server's packages too
+            wanted = [r for r in importlib.metadata.requires(requirement.name) or [] if _wanted_by(r, extra)]
+            found += problems([r.split(";")[0].strip() for r in wanted])
     return found
 
 
