@@ -13,6 +13,7 @@ import queue
 import sys
 import threading
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 import trio
@@ -66,8 +67,15 @@ MALFORMED = [
     ('prompt = "x"\nmax_turns = 2\n[[checks]]\npath = "a"\ncommand = "true"\n', "checks[1]: give either path and contains, or command"),
     ('prompt = "x"\nmax_turns = 2\nmax_turn = 3\n[[checks]]\ncommand = "true"\n', "max_turn: unknown key"),
     ('prompt = "x"\nmax_turns = 2\ntime_limit = 0\n[[checks]]\ncommand = "true"\n', "time_limit: must be seconds above 0"),
+    ('prompt = "x\nmax_turns = 2\n', "task.toml: unreadable: "),
+    ('prompt = "x"\nmax_turns = 2\ntools = "read"\n[[checks]]\ncommand = "true"\n',
+     "tools: must be a list of tool names, got 'read'"),
+    ('prompt = "x"\nmax_turns = 2\n[[checks]]\ncommand = "true"\n[[checks]]\npath = "a"\ncontain = "x"\n',
+     "checks[2].contain: unknown key (known: path, contains, command)"),
+    ('prompt = "x"\nmax_turns = 2\n[[checks]]\npath = "a"\ncontains = 3\n', "checks[1].contains: must be a non-empty string, got 3"),
 ]
-MALFORMED_IDS = ["no-prompt", "no-turns", "unknown-tool", "no-checks", "both-kinds", "unknown-key", "no-time"]
+MALFORMED_IDS = ["no-prompt", "no-turns", "unknown-tool", "no-checks", "both-kinds", "unknown-key", "no-time",
+                 "not-toml", "tools-not-a-list", "unknown-check-key", "check-not-text"]
 
 
 @pytest.mark.parametrize("toml, message", MALFORMED, ids=MALFORMED_IDS)
@@ -93,6 +101,18 @@ def test_task_tasks_load_by_name_and_a_missing_file_is_named(tmp_path):
     (tmp_path / "c").mkdir()
     with pytest.raises(TaskError, match=r"c/task\.toml: task\.toml: missing"):
         load_tasks(tmp_path)
+
+
+@pytest.mark.parametrize("kind, reason", [("a-file", "not a directory"), ("empty", "no task directories")])
+def test_task_a_tasks_path_without_tasks_is_named_as_given(tmp_path, monkeypatch, kind, reason):
+    monkeypatch.chdir(tmp_path)
+    if kind == "a-file":
+        (tmp_path / "tasks").write_text("not a directory", encoding="utf-8")
+    else:
+        (tmp_path / "tasks").mkdir()
+    with pytest.raises(TaskError) as error:
+        load_tasks(Path("tasks"))
+    assert str(error.value) == f"tasks: TASKS: {reason}"
 
 
 # Lab 14.2: the transcript's pairings, and the judge.
@@ -290,6 +310,24 @@ def test_run_the_time_limit_kills_the_agent_and_fails_the_task(dirs):
     assert not (out / "slow" / "run").exists()
 
 
+SLEEPY_AGENT = """import sys, time
+if sys.argv[1] == "empty":
+    open(sys.argv[sys.argv.index("--session") + 1], "w").close()
+time.sleep(30)
+"""
+
+
+@pytest.mark.parametrize("session", ["missing", "empty"])
+def test_run_an_agent_killed_before_it_wrote_its_session_fails_the_task(dirs, session):
+    tasks, out = dirs
+    task = load_task(write_task(tasks, "slow", NAME_TASK.replace("TOOLS", '"read"').replace("20", "1")))
+    sleepy = (sys.executable, "-c", SLEEPY_AGENT, session)
+    verdict = run_task(task, Settings("http://127.0.0.1:9/v1", "loopback", out, sleepy))
+
+    assert (verdict.status, verdict.failure, verdict.turns) == ("fail", "time-limit", 0)
+    assert (out / "slow" / "session.jsonl").exists() == (session == "empty")
+
+
 def test_run_an_agent_that_crashes_is_an_infrastructure_failure_of_execute(dirs):
     tasks, out = dirs
     crash = (sys.executable, "-c", "raise RuntimeError('the agent fell over')")
@@ -385,6 +423,19 @@ def test_report_a_malformed_task_exits_2_before_anything_runs(dirs, capsys):
     assert not out.exists()
     assert capsys.readouterr().err.strip() == (
         f"{tasks / 'b-broken' / 'task.toml'}: max_turns: must be a whole number of 1 or more, got 'many'")
+
+
+def test_report_relative_tasks_and_out_work_from_any_directory(dirs, capsys, monkeypatch):
+    tasks, out = dirs
+    name_task(tasks)
+    monkeypatch.chdir(tasks.parent)  # the agent runs in OUT/NAME/run: its paths must not be relative to here
+    with serving(WRITE_NAME) as server:
+        status = evaluate(server, Path("tasks"), Path("out"))
+
+    assert capsys.readouterr().out.splitlines()[0] == "PASS name"
+    assert status == 0
+    assert (out / "name" / "workspace" / "NAME.txt").read_text() == "tiny-pi\n"
+    assert json.loads((out / "report.json").read_text())["summary"]["passed"] == 1
 
 
 def test_report_earlier_evidence_is_never_overwritten(dirs, capsys):

@@ -8,7 +8,7 @@ task's result says `infrastructure`, never that the agent failed the task.
 Evidence goes to OUT/NAME/: session.jsonl (the agent's session log),
 agent.log (its stdout and stderr), workspace/ (the files as the agent left
 them) and checks.json (each check's result). The agent works in a copy,
-OUT/NAME/run/, which the clean-up phase removes; the task directory is only
+OUT/NAME/run/, which the phase clean up removes; the task directory is only
 ever read.
 """
 

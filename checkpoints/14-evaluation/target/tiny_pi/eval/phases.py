@@ -8,7 +8,7 @@ task's result says `infrastructure`, never that the agent failed the task.
 Evidence goes to OUT/NAME/: session.jsonl (the agent's session log),
 agent.log (its stdout and stderr), workspace/ (the files as the agent left
 them) and checks.json (each check's result). The agent works in a copy,
-OUT/NAME/run/, which the clean-up phase removes; the task directory is only
+OUT/NAME/run/, which the phase clean up removes; the task directory is only
 ever read.
 """
 
@@ -148,10 +148,11 @@ def collect(evidence: Path, finished: Finished) -> Collected:
     """Keep the final workspace, read the transcript back and check it (not after a kill)."""
     copy_workspace(evidence / COPY, evidence / WORKSPACE)
     killed = finished.status is None
-    if killed and not (evidence / SESSION).exists():  # killed before it wrote a line
+    session_file = evidence / SESSION
+    if killed and (not session_file.exists() or session_file.stat().st_size == 0):  # killed before it wrote a byte
         return Collected((), 0, 0)
     try:
-        session = read_session(evidence / SESSION, skip_uncommitted=killed)
+        session = read_session(session_file, skip_uncommitted=killed)
     except (OSError, SessionError) as error:
         raise InfrastructureError("collect", "session-unreadable", str(error)) from None
     messages = tuple(entry.message for entry in session.entries if isinstance(entry, MessageEntry))
