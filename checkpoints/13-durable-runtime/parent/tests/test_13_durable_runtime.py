@@ -329,11 +329,14 @@ def assert_a_new_run_goes_on(project, path):
 def test_mode_kill_9_mid_run_loses_nothing_written(project, tmp_path, mode):
     path = tmp_path / "session.jsonl"
     held = threading.Event()
-    with serving(held_on_the_tool_result(held)) as server:
+    shown = tmp_path / "stdout.txt"
+    with serving(held_on_the_tool_result(held)) as server, shown.open("w") as out:
         args = command(server, project, "--mode", mode, "--session", str(path), "What is this project called?")
         process = subprocess.Popen(args, cwd=PROJECT, env=environment(), stdin=subprocess.DEVNULL,
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                   stdout=out, stderr=subprocess.DEVNULL)
         kill_when_held(process, held)
+    first_line = shown.read_text().splitlines()[0]
+    assert first_line == ('{"type": "agent_start"}' if mode == "json" else "I will read the README first.")
     assert_a_new_run_goes_on(project, path)
 
 
