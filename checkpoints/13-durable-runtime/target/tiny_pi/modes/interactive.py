@@ -19,9 +19,9 @@ from pathlib import Path
 
 import trio
 
+from tiny_pi.compaction import CompactionError
 from tiny_pi.modes.text import TerminalPrinter, printable, summary
 from tiny_pi.runtime import Runtime, RuntimeRefused
-from tiny_pi.compaction import CompactionError
 from tiny_pi.session import tree_lines
 from tiny_pi.session_log import SessionError, read_session
 
@@ -110,7 +110,11 @@ class Interactive:
         if self.session_path is None:
             say(NO_SESSION)
             return
-        entries = len(read_session(self.session_path).entries)
+        try:
+            entries = len(read_session(self.session_path, skip_uncommitted=True).entries)
+        except SessionError as error:
+            say(f"error: {error}")
+            return
         say(f"session: {self.session_path} ({entries} entries)")
 
     def show_tree(self) -> None:
@@ -119,7 +123,7 @@ class Interactive:
             say(NO_SESSION)
             return
         try:
-            lines = tree_lines(read_session(self.session_path))
+            lines = tree_lines(read_session(self.session_path, skip_uncommitted=True))
         except SessionError as error:
             lines = [f"error: {error}"]
         for line in lines:
