@@ -293,6 +293,38 @@ def test_mode_text_is_the_default_and_streams_the_reply_to_stdout(project):
     assert "[stop] turns: 2" in done.stderr and "[stop]" not in done.stdout
 
 
+def test_mode_ctrl_c_while_compacting_aborts_the_prompt_and_keeps_the_file(project, tmp_path):
+    from tiny_pi.agent import main
+
+    path = tmp_path / "session.jsonl"
+    limits = ["--session", str(path), "--context-window", "120", "--reserve-tokens", "20"]  # a third prompt compacts
+    held = threading.Event()
+
+    async def hold_the_summary(stream, body):
+        if "tools" in body:
+            return await readme_model(stream, body)
+        held.set()
+        await trio.sleep_forever()  # the summary never comes
+
+    with serving(hold_the_summary) as server:
+        argv = ["--base-url", server.base_url, "--model", "loopback", "--root", str(project), *limits]
+        assert [main([*argv, question]) for question in ("First?", "Second?")] == [0, 0]
+        before = path.read_bytes()
+        process = subprocess.Popen(command(server, project, *limits, "Third?"), cwd=PROJECT, env=environment(),
+                                   stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert held.wait(PROCESS_TIME_LIMIT), "the summary call never came"
+            process.send_signal(signal.SIGINT)  # what Ctrl-C sends
+            _, stderr = process.communicate(timeout=PROCESS_TIME_LIMIT)
+        finally:
+            process.kill()
+
+    assert process.returncode == 130, stderr
+    assert "error: aborted while compacting: the prompt was not sent" in stderr
+    assert path.read_bytes() == before
+    assert "Third?" not in json.dumps([body for _, body in server.requests])
+
+
 def held_on_the_tool_result(held):
     """The README round trip, except that the call after the tool's result never gets its answer."""
 

@@ -45,6 +45,7 @@ DISPOSED = "the runtime is disposed: it takes no more prompts"
 POISONED = "the session log failed, so the runtime takes no more prompts: {failure}"
 BUSY = "busy: a prompt is being answered; wait for it, or press Ctrl-C"
 NO_SESSION = "compaction needs a session: start with --session FILE"
+ABORTED_COMPACTING = "aborted while compacting: the prompt was not sent"
 
 
 class RuntimeRefused(RuntimeError):
@@ -80,6 +81,7 @@ class Runtime:
         self.failure: str | None = None
         self.disposed = False
         self.last_outcome: AgentOutcome | None = None
+        self._compacting = trio.CancelScope()  # the compaction before a prompt; abort cancels it
         self._pending = 0
         self._drained = trio.Event()
         self._drained.set()
@@ -114,7 +116,8 @@ class Runtime:
             self.prompt(text)
 
     def abort(self) -> None:
-        """Stop the prompt being answered; the queued ones still run."""
+        """Stop the prompt being answered, or the compaction before it; the queued ones still run."""
+        self._compacting.cancel()
         self.agent.abort()
 
     async def flush(self) -> None:
@@ -172,12 +175,8 @@ class Runtime:
         """One prompt: compact if it would not fit, note a changed system prompt, run, wait."""
         self.last_outcome = None
         if self.recorder is not None and self.limits is not None:
-            try:
-                await self._compact_if_over(text)
-            except CompactionError as error:
-                message = f"compaction failed: {error}; the session is unchanged"
-                print(message, file=sys.stderr)
-                self.last_outcome = AgentOutcome("error", 0, Usage(), (), error_message=message)
+            self.last_outcome = await self._compact_before(text)
+            if self.last_outcome is not None:  # failed or aborted: the prompt is not sent
                 return
         self._record_system_prompt()
         self.agent.prompt(text)
@@ -189,6 +188,19 @@ class Runtime:
         if self.recorder is not None and self.system_prompt != self.recorded_prompt:
             self.recorder.writer.append_system_prompt(self.system_prompt)
             self.recorded_prompt = self.system_prompt
+
+    async def _compact_before(self, text: str) -> AgentOutcome | None:
+        """Compact if `text` would not fit; the outcome of a prompt that cannot be sent, else None."""
+        with trio.CancelScope() as self._compacting:
+            try:
+                await self._compact_if_over(text)
+            except CompactionError as error:
+                message = f"compaction failed: {error}; the session is unchanged"
+                print(message, file=sys.stderr)
+                return AgentOutcome("error", 0, Usage(), (), error_message=message)
+        if self._compacting.cancelled_caught:
+            return AgentOutcome("aborted", 0, Usage(), (), error_message=ABORTED_COMPACTING)
+        return None
 
     async def _compact_if_over(self, prompt: str) -> None:
         """Before the prompt's first model call: if the context would not fit, send a summary instead."""
