@@ -8,6 +8,7 @@ against a server that refuses a tool message without its call, as real
 servers do (11.3).
 """
 
+import io
 import json
 import queue
 import re
@@ -16,7 +17,9 @@ from contextlib import contextmanager
 
 import pytest
 import trio
-from loopback_server import STREAM_HEAD, LoopbackServer, chunk, readme_answer, send_chunk, sse, usage_chunk
+from loopback_server import (
+    STREAM_HEAD, LoopbackServer, chunk, readme_answer, send_chunk, sse, tool_call_chunks, usage_chunk,
+)
 
 from tiny_pi.compaction import (
     FREE_TEXT_HEADING,
@@ -160,6 +163,24 @@ def test_summary_a_compaction_that_keeps_from_no_earlier_entry_is_refused(tmp_pa
         read_session(path)
 
 
+def test_summary_a_resume_whose_compaction_keeps_from_another_branch_is_refused(tmp_path, project, capsys):
+    path = tmp_path / "session.jsonl"
+    writer = SessionWriter.create(path)
+    first = writer.append_message(user_message("first"))
+    elsewhere = writer.append_message(assistant_message([text("an answer on one branch")]))
+    writer.leaf_id = first  # a second branch starts at the first message
+    writer.append_message(user_message("a question on another branch"))
+    writer.append_compaction("## Summary\nx", elsewhere, 10)  # line 5: keeps from the other branch
+    writer.close()
+    before = path.read_bytes()
+    with serving(strict_server([])) as server:
+        assert agent(server, project, path, "Next?") == 2
+
+    assert capsys.readouterr().err.strip() == f"{path}:5: first_kept_id {elsewhere!r} is not on this path"
+    assert path.read_bytes() == before
+    assert server.requests == []
+
+
 def test_summary_the_tree_shows_a_compaction_entry(tmp_path, capsys):
     from tiny_pi.session import main
 
@@ -200,8 +221,17 @@ async def send_status(stream, status, message):
     await stream.send_all(head.encode() + b"Connection: close\r\n\r\n" + body)
 
 
-def strict_server(summaries, fail_summary=False, refused=None, padding=""):
-    """The README round trip behind a server's checks; a request without tools is a summary call."""
+def reads_so_far(messages):
+    """The question (the last user message) and how many tool results came after it."""
+    last = max(index for index, message in enumerate(messages) if message["role"] == "user")
+    return messages[last]["content"], sum(message["role"] == "tool" for message in messages[last:])
+
+
+def strict_server(summaries, fail_summary=False, refused=None, padding="", reads=None):
+    """The README round trip behind a server's checks; a request without tools is a summary call.
+
+    `reads` maps a question to how many times the README is read before the answer (default once).
+    """
 
     async def reply(stream, body):
         orphan = orphan_tool_message(body["messages"])
@@ -218,7 +248,12 @@ def strict_server(summaries, fail_summary=False, refused=None, padding=""):
             await send_stream(stream, [chunk({"role": "assistant", "content": answer}), chunk(finish_reason="stop")])
         else:  # the README round trip, with usage that grows with what was sent
             measured = usage_chunk(len(json.dumps(body)) // 4, 20)
-            await send_stream(stream, [*readme_answer(body)[:-1], measured])
+            question, done = reads_so_far(body["messages"])
+            turn = readme_answer(body)[:-1]
+            if 0 < done < (reads or {}).get(question, 1):  # read it again
+                call = tool_call_chunks(f"call_{done + 1}", "read", json.dumps({"path": "README.md"}))
+                turn = [chunk({"role": "assistant", "content": "Once more."}), *call, chunk(finish_reason="tool_calls")]
+            await send_stream(stream, [*turn, measured])
 
     return reply
 
@@ -278,7 +313,7 @@ def test_live_a_run_over_budget_sends_the_summary_while_the_file_keeps_every_mes
 
     assert refused == []  # a server refuses a tool result whose call was cut away
     assert statuses == [0, 0, 0]
-    assert len(summaries) == 1
+    assert len(summaries) == 2  # before the third prompt, and again before its second call
     assert "First question?" in summaries[0]["messages"][1]["content"]
     third = next(r for r in server.requests if "tools" in r[1] and "Third question?" in contents(r))
     sent = contents(third)
@@ -331,11 +366,49 @@ def test_live_the_newest_interaction_alone_over_budget_is_kept_whole_and_said(tm
         assert agent(server, project, path, "First?") == 0
         long = "Please look again, " + "and again, " * 60 + "at the README?"
         assert agent(server, project, path, long) == 0
-        assert agent(server, project, path, "Third?") == 0
 
     assert "is over the budget; it is kept whole" in capsys.readouterr().err
-    last = contents(server.requests[-2])
-    assert last[1] == long and last[-1] == "Third?"
+    last = contents(server.requests[-1])  # the long run's second call, after a compaction
+    assert last[0].startswith(SUMMARY_INTRO) and last[1] == long and last[-1] == README
+
+
+def test_live_a_run_is_compacted_between_its_tool_round_trips(tmp_path, project, capsys):
+    path = tmp_path / "session.jsonl"
+    summaries, refused = [], []
+    with serving(strict_server(summaries, refused=refused, reads={"Read it four times?": 4})) as server:
+        assert agent(server, project, path, "First?") == 0
+        assert agent(server, project, path, "Read it four times?") == 0
+
+    assert refused == []
+    assert ["tools" in r[1] for r in server.requests] == [True] * 4 + [False] + [True] * 3  # False: the summary
+    assert "First?" in summaries[0]["messages"][1]["content"]
+    sent = contents(server.requests[-1])
+    assert sent[0].startswith(SUMMARY_INTRO)
+    assert sent[1:] == ["Read it four times?", "I will read the README first.", *[README, "Once more."] * 3, README]
+    entries = read_session(path).entries
+    compaction = next(e for e in entries if isinstance(e, CompactionEntry))
+    before = [e.message.role for e in entries[: entries.index(compaction)] if isinstance(e, MessageEntry)]
+    assert before[-4:] == ["assistant", "toolResult", "assistant", "toolResult"]  # written mid-run
+    assert compaction.first_kept_id == next(e.id for e in entries if isinstance(e, MessageEntry)
+                                            and text_of(e.message) == "Read it four times?")
+    err = capsys.readouterr().err  # the two later calls are over budget too, with nothing older left: said once
+    assert err.count("[compaction] ~") == 1
+    assert err.count("is over the budget; it is kept whole") == err.count("nothing older to summarise") == 1
+
+
+def test_live_compaction_works_without_a_session(project, monkeypatch, capsys):
+    from tiny_pi.agent import main
+
+    summaries = []
+    monkeypatch.setattr("sys.stdin", io.StringIO("First question?\nSecond question?\nThird question?\n"))
+    with serving(strict_server(summaries)) as server:
+        argv = ["--base-url", server.base_url, "--model", "loopback", "--root", str(project), *LIMITS]
+        assert main(argv) == 0
+
+    assert len(summaries) == 2
+    third = next(r for r in server.requests if "tools" in r[1] and "Third question?" in contents(r))
+    sent = contents(third)
+    assert sent[0].startswith(SUMMARY_INTRO) and sent[1] == "Second question?"
 
 
 def test_live_a_summary_too_long_to_fit_is_said(tmp_path, project, capsys):

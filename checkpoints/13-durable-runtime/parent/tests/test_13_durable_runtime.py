@@ -71,7 +71,8 @@ def run_with_runtime(root, session, script, reply=readme_model, system_prompt=No
             server = await LoopbackServer(reply).start(nursery)
             model = OpenAICompatibleModel(base_url=server.base_url, model="loopback")
             registry = ToolRegistry(chosen_tools(root, ["read", "ls"]))
-            runtime = Runtime(model, registry, nursery, system_prompt=system_prompt, session=session)
+            sections = {"role": system_prompt} if system_prompt else None  # chapter 12's system prompt sections
+            runtime = Runtime(model, registry, nursery, system_prompt=sections, session=session)
             with trio.fail_after(TIME_LIMIT):
                 result = await script(runtime)
             nursery.cancel_scope.cancel()

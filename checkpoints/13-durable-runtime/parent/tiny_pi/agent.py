@@ -24,10 +24,19 @@ With --session FILE the conversation lives in FILE, a JSON Lines log
 with --branch ID, and every message is on disk before the next model call.
 A session that is not whole is refused (exit 2) before anything is sent.
 
-With a session, a prompt whose context would exceed --context-window N
-minus --reserve-tokens R is preceded by a compaction (tiny_pi.compaction):
-the old messages are summarised and the summary is sent in their place,
-while the file keeps them all. A failed summary call stops the run (exit 1).
+A model call whose context would exceed --context-window N minus
+--reserve-tokens R is preceded by a compaction (tiny_pi.compaction): the
+older interactions are summarised and the summary is sent in their place,
+before a prompt and between the tool round trips of a run. A session file
+keeps every message and records the compaction. A failed summary call
+before a prompt stops the session (exit 1); within a run, the context goes
+as it is.
+
+Resources (tiny_pi.resources): AGENTS.md files and the skill catalog go into
+the system prompt, and a prompt `/NAME key=value ...` is a prompt template
+(a template that cannot be filled stops the run with exit 2). Extensions
+(tiny_pi.extensions): --extension FILE.py, repeatable, and the project's own
+only with --trust-project-extensions; their tools are offered besides --tools.
 """
 
 from __future__ import annotations
@@ -39,7 +48,7 @@ import signal as signals
 import sys
 import unicodedata
 from pathlib import Path
-from typing import Iterator, TextIO
+from typing import Iterator, Mapping, Sequence, TextIO
 
 import trio
 
@@ -48,6 +57,7 @@ from tiny_pi.agent_loop import DEFAULT_MAX_TURNS, ToolUsingModel
 from tiny_pi.bash_tool import DEFAULT_TIMEOUT
 from tiny_pi.compaction import (
     DEFAULT_CONTEXT_WINDOW,
+    SUMMARY_INTRO,
     CompactionError,
     ContextLimits,
     context_tokens,
@@ -57,9 +67,12 @@ from tiny_pi.compaction import (
     fixed_tokens,
     keep_budget,
     summarise,
+    summary_message,
 )
-from tiny_pi.messages import AssistantMessage, ToolCall, ToolResultMessage, text_of, user_message
+from tiny_pi.extensions import Extension, ExtensionRegistry, extension_paths, load_extensions, subscribe_listeners
+from tiny_pi.messages import AgentMessage, AssistantMessage, ToolCall, ToolResultMessage, text_of, user_message
 from tiny_pi.providers.openai_compatible import OpenAICompatibleModel
+from tiny_pi.resources import PROJECT_RESOURCES, TemplateError, expand_prompts, load_resources, with_skills
 from tiny_pi.session import OpenSession, SessionRecorder, open_session
 from tiny_pi.session_log import SessionError
 from tiny_pi.stateful_agent import Agent
@@ -184,36 +197,91 @@ def read_prompts(prompt: str | None, lines: TextIO) -> Iterator[str]:
             yield line.strip()
 
 
-async def compact_if_over(
-    model: ToolUsingModel, registry: ToolRegistry, agent: Agent, recorder: SessionRecorder,
-    limits: ContextLimits, prompt: str,
-) -> None:
-    """Before the prompt's first model call: if the context would not fit, send a summary instead."""
-    messages = agent.messages
-    fixed = fixed_tokens(agent.system_prompt, registry.specs())
-    tokens = context_tokens(messages, fixed, recorder.measured_from) + estimate_tokens(user_message(prompt))
-    if tokens <= limits.window - limits.reserve:
-        return
-    cut = find_cut(messages, keep_budget(limits.window, limits.reserve, fixed))
-    if cut.newest_over_budget:
-        print(f"compaction: the newest interaction alone (~{cut.kept_tokens} tokens) "
-              "is over the budget; it is kept whole", file=sys.stderr)
-    if cut.index == 0:
-        print("compaction: nothing older to summarise; sending the context as it is", file=sys.stderr)
-        return
-    summary = await summarise(model, messages[: cut.index])
-    agent.replace_messages(recorder.record_compaction(summary, cut.index, tokens))
-    after = context_tokens(agent.messages, fixed, recorder.measured_from) + estimate_tokens(user_message(prompt))
-    print(f"[compaction] ~{tokens} -> ~{after} tokens: {cut.index} messages summarised, "
-          f"{len(messages) - cut.index} kept", file=sys.stderr)
-    if after > limits.window - limits.reserve:  # a long summary, or a newest interaction over budget
-        print(f"compaction: the summary and the kept messages still exceed {limits.window - limits.reserve} "
-              "tokens; sending them anyway", file=sys.stderr)
+class Compactor:
+    """Keeps one conversation within N - R: checked before each prompt, and before each later model call.
+
+    Before a prompt the check runs while the prompt is not yet in the
+    transcript, so a failed summary call changes nothing. The loop's
+    `before_model_call` runs it before every later call of the run, whose tool
+    round trips may outgrow N - R. With a session the recorder writes each
+    compaction to the file; without one, the summary replaces the old
+    messages in memory only.
+    """
+
+    def __init__(
+        self, model: ToolUsingModel, registry: ToolRegistry, agent: Agent, limits: ContextLimits,
+        recorder: SessionRecorder | None = None, measured_from: int = 0,
+    ) -> None:
+        self.model = model
+        self.registry = registry
+        self.agent = agent
+        self.limits = limits
+        self.recorder = recorder
+        self.measured_from = measured_from  # usage before this message measured a context no longer sent
+        self.prompt_checked = False  # the run's first call was checked before its prompt
+        self.said: set[str] = set()  # the notices given since the last prompt
+
+    async def before_prompt(self, prompt: str) -> None:
+        """Compact for the prompt's first model call; a CompactionError leaves everything as it was."""
+        self.said.clear()
+        self.prompt_checked = True
+        extra = estimate_tokens(user_message(prompt))
+        self.agent.replace_messages(await self.compacted(self.agent.messages, extra))
+
+    async def before_call(self, messages: list[AgentMessage]) -> list[AgentMessage]:
+        """The loop's seam: compact before a later call of the run; a failed summary sends the context as it is."""
+        if self.prompt_checked:
+            self.prompt_checked = False
+            return messages
+        try:
+            return await self.compacted(messages)
+        except CompactionError as error:
+            print(f"compaction failed: {error}; sending the context as it is", file=sys.stderr)
+            return messages
+
+    async def compacted(self, messages: Sequence[AgentMessage], extra: int = 0) -> list[AgentMessage]:
+        """`messages`, or the summary and the kept messages if they and `extra` tokens would exceed N - R."""
+        limit = self.limits.window - self.limits.reserve
+        fixed = fixed_tokens(self.agent.system_prompt, self.registry.specs())
+        tokens = context_tokens(messages, fixed, self.measured_from) + extra
+        if tokens <= limit:
+            return list(messages)
+        cut = find_cut(messages, keep_budget(self.limits.window, self.limits.reserve, fixed))
+        if cut.newest_over_budget:
+            self.say_once("newest", f"compaction: the newest interaction alone (~{cut.kept_tokens} tokens) "
+                                    "is over the budget; it is kept whole")
+        if only_a_summary(messages[: cut.index]):
+            self.say_once("nothing", "compaction: nothing older to summarise; sending the context as it is")
+            return list(messages)
+        summary = await summarise(self.model, messages[: cut.index])
+        if self.recorder is not None:
+            self.recorder.record_compaction(summary, cut.index, tokens)
+        kept = [summary_message(summary), *messages[cut.index :]]
+        self.measured_from = len(kept)
+        after = context_tokens(kept, fixed, self.measured_from) + extra
+        print(f"[compaction] ~{tokens} -> ~{after} tokens: {cut.index} messages summarised, "
+              f"{len(messages) - cut.index} kept", file=sys.stderr)
+        if after > limit:  # a long summary, or a newest interaction over budget
+            print(f"compaction: the summary and the kept messages still exceed {limit} tokens; sending them anyway",
+                  file=sys.stderr)
+        return kept
+
+    def say_once(self, kind: str, line: str) -> None:
+        """A notice on stderr, once per prompt: the checks before the run's later calls would repeat it."""
+        if kind not in self.said:
+            self.said.add(kind)
+            print(line, file=sys.stderr)
+
+
+def only_a_summary(messages: Sequence[AgentMessage]) -> bool:
+    """True for no messages, or an earlier summary alone: summarising it again would gain nothing."""
+    return all(text_of(message).startswith(SUMMARY_INTRO) for message in messages)
 
 
 async def converse(
     model: ToolUsingModel, registry: ToolRegistry, prompts: Iterator[str], max_turns: int, out: TextIO,
     session: OpenSession | None = None, limits: ContextLimits | None = None,
+    system_prompt: Mapping[str, str] | None = None, extensions: Sequence[Extension] = (),
 ) -> int:
     """Every prompt in one conversation, in order; the first that does not stop ends it.
 
@@ -222,20 +290,31 @@ async def converse(
     status = 0
     async with trio.open_nursery() as nursery:
         resumed = session.messages if session is not None else ()
-        agent = Agent(model, registry, nursery, max_turns=max_turns, messages=resumed)
+        agent = Agent(model, registry, nursery, max_turns=max_turns, messages=resumed, system_prompt=system_prompt)
         agent.subscribe(TerminalPrinter(out))
+        subscribe_listeners(agent, extensions)
         recorder = None
         if session is not None:  # saves the new messages before every model call
-            recorder = SessionRecorder(session.writer, agent, session.ids, session.measured_from)
+            recorder = SessionRecorder(session.writer, agent, session.ids)
             agent.subscribe(recorder)
+        compactor = None
+        if limits is not None:  # with a session or without one
+            measured_from = session.measured_from if session is not None else 0
+            compactor = Compactor(model, registry, agent, limits, recorder, measured_from)
+            agent.before_model_call = compactor.before_call
         await nursery.start(abort_on_interrupt, agent)
         while status == 0:
-            prompt = await trio.to_thread.run_sync(next, prompts, None, abandon_on_cancel=True)
+            try:
+                prompt = await trio.to_thread.run_sync(next, prompts, None, abandon_on_cancel=True)
+            except TemplateError as error:  # nothing of this prompt was sent or saved
+                print(error, file=sys.stderr)
+                status = 2
+                break
             if prompt is None:
                 break
-            if recorder is not None and limits is not None:
+            if compactor is not None:
                 try:
-                    await compact_if_over(model, registry, agent, recorder, limits, prompt)
+                    await compactor.before_prompt(prompt)
                 except CompactionError as error:
                     print(f"compaction failed: {error}; the session is unchanged", file=sys.stderr)
                     status = 1
@@ -279,6 +358,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--reserve-tokens", metavar="R", type=int,
         help="tokens kept for the reply; default min(16384, N // 4)",
     )
+    parser.add_argument(
+        "--extension", metavar="FILE.py", type=Path, action="append", default=[],
+        help="load an extension (repeatable): its tools are offered besides --tools",
+    )
+    parser.add_argument(
+        "--trust-project-extensions", action="store_true",
+        help=f"also load ROOT/{PROJECT_RESOURCES}/extensions/*.py; without it they are skipped",
+    )
+    parser.add_argument(
+        "--user-root", metavar="DIR", type=Path, default=Path.home() / PROJECT_RESOURCES,
+        help=f"your own skills and prompt templates; default ~/{PROJECT_RESOURCES}",
+    )
     args = parser.parse_args(argv)
     if args.prompt is None and sys.stdin.isatty():
         parser.error("give a PROMPT, or pipe prompts into stdin, one a line")
@@ -314,11 +405,18 @@ def main(argv: list[str] | None = None) -> int:
     model = OpenAICompatibleModel(
         base_url=args.base_url, model=args.model, api_key=os.environ.get(API_KEY_VARIABLE)
     )
-    registry = ToolRegistry(chosen_tools(args.root, args.tools, args.bash_timeout))
+    tools = chosen_tools(args.root, args.tools, args.bash_timeout)
+    resources = load_resources(args.root, args.user_root)
+    paths = extension_paths(args.extension, args.root, args.trust_project_extensions)
+    extensions = load_extensions(paths, [tool.name for tool in tools])
+    registry = ExtensionRegistry(with_skills(tools, resources.skills), extensions)
     try:
-        prompts = read_prompts(args.prompt, sys.stdin)
+        prompts = expand_prompts(read_prompts(args.prompt, sys.stdin), resources.templates)
         limits = ContextLimits(args.context_window, args.reserve_tokens)
-        return trio.run(converse, model, registry, prompts, args.max_turns, sys.stdout, session, limits)
+        return trio.run(
+            converse, model, registry, prompts, args.max_turns, sys.stdout, session, limits,
+            resources.sections, extensions,
+        )
     except KeyboardInterrupt:  # a second Ctrl-C, or one before the run could listen
         print("\ninterrupted", file=sys.stderr)
         return 130

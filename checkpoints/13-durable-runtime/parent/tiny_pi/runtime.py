@@ -1,10 +1,13 @@
 """Runtime: one conversation that every mode drives the same way, kept on disk as it goes.
 
 Chapter 09's Agent answers one prompt at a time and refuses a second;
-chapters 10 and 11 wired a session log and compaction around it inside
-agent.py. The Runtime owns all of that: the model, the tools, the system
-prompt, the session log and compaction. A mode (text, JSON lines, an
-interactive terminal) only hands it prompts and renders its events.
+chapters 10 to 12 wired a session log, compaction, resources and
+extensions around it inside agent.py. The Runtime owns all of that: the
+model, the tools (chapter 12's extension tools are in the registry it is
+given), the system prompt (chapter 12's sections, from the resources), the
+extensions' listeners, the session log and the compaction checked before
+every model call (chapter 11's Compactor, moved here). A mode (text, JSON
+lines, an interactive terminal) only hands it prompts and renders its events.
 
 Its rules:
 - a prompt given while another runs is queued, and answered in order;
@@ -19,12 +22,14 @@ from __future__ import annotations
 
 import math
 import sys
+from typing import Mapping, Sequence
 
 import trio
 
 from tiny_pi.agent_events import AgentEvent, AgentOutcome
 from tiny_pi.agent_loop import DEFAULT_MAX_TURNS, ToolUsingModel
 from tiny_pi.compaction import (
+    SUMMARY_INTRO,
     CompactionError,
     ContextLimits,
     Cut,
@@ -34,8 +39,10 @@ from tiny_pi.compaction import (
     fixed_tokens,
     keep_budget,
     summarise,
+    summary_message,
 )
-from tiny_pi.messages import Usage, user_message
+from tiny_pi.extensions import Extension, subscribe_listeners
+from tiny_pi.messages import AgentMessage, Usage, text_of, user_message
 from tiny_pi.session import OpenSession, SessionRecorder
 from tiny_pi.session_writer import SessionWriteError
 from tiny_pi.stateful_agent import Agent, Listener
@@ -44,7 +51,7 @@ from tiny_pi.tools import ToolRegistry
 DISPOSED = "the runtime is disposed: it takes no more prompts"
 POISONED = "the session log failed, so the runtime takes no more prompts: {failure}"
 BUSY = "busy: a prompt is being answered; wait for it, or press Ctrl-C"
-NO_SESSION = "compaction needs a session: start with --session FILE"
+NO_LIMITS = "no compaction: the runtime was given no context limits"
 ABORTED_COMPACTING = "aborted while compacting: the prompt was not sent"
 
 
@@ -61,23 +68,25 @@ class Runtime:
         registry: ToolRegistry,
         nursery: trio.Nursery,
         *,
-        system_prompt: str | None = None,
+        system_prompt: Mapping[str, str] | None = None,
+        extensions: Sequence[Extension] = (),
         session: OpenSession | None = None,
         limits: ContextLimits | None = None,
         max_turns: int = DEFAULT_MAX_TURNS,
     ) -> None:
-        sections = {"runtime": system_prompt} if system_prompt else None
         resumed = session.messages if session is not None else ()
-        self.agent = Agent(model, registry, nursery, messages=resumed, system_prompt=sections, max_turns=max_turns)
-        self.model = model
-        self.registry = registry
-        self.limits = limits
-        self.system_prompt = system_prompt or ""
+        self.agent = Agent(model, registry, nursery, messages=resumed, system_prompt=system_prompt, max_turns=max_turns)
         self.recorded_prompt = session.system_prompt if session is not None else ""
         self.recorder = None
         if session is not None:  # subscribed first: on disk before any mode hears of the event
-            self.recorder = SessionRecorder(session.writer, self.agent, session.ids, session.measured_from)
+            self.recorder = SessionRecorder(session.writer, self.agent, session.ids)
             self.agent.subscribe(self.record)
+        subscribe_listeners(self.agent, extensions)
+        self.compactor = None
+        if limits is not None:  # with a session or without one; checked before every model call
+            measured_from = session.measured_from if session is not None else 0
+            self.compactor = Compactor(model, registry, self.agent, limits, self.recorder, measured_from)
+            self.agent.before_model_call = self.compactor.before_call
         self.failure: str | None = None
         self.disposed = False
         self.last_outcome: AgentOutcome | None = None
@@ -92,6 +101,11 @@ class Runtime:
     def busy(self) -> bool:
         """True while a prompt is queued or being answered."""
         return self._pending > 0
+
+    @property
+    def system_prompt(self) -> str:
+        """The system prompt the next model call is sent ("" for none): the agent's sections, joined."""
+        return self.agent.system_prompt or ""
 
     def subscribe(self, listener: Listener) -> None:
         """Tell `listener` every agent event, after the session log has it."""
@@ -122,13 +136,9 @@ class Runtime:
         """Summarise every interaction but the newest now (the /compact command)."""
         if self.busy:
             raise RuntimeRefused(BUSY)
-        if self.recorder is None:
-            raise RuntimeRefused(NO_SESSION)
-        messages = self.agent.messages
-        fixed = fixed_tokens(self.agent.system_prompt, self.registry.specs())
-        newest = find_cut(messages, budget=0)  # keeps the newest interaction only
-        tokens = context_tokens(messages, fixed, self.recorder.measured_from)
-        await self._compact(Cut(newest.index, newest.kept_tokens, False), tokens)
+        if self.compactor is None:
+            raise RuntimeRefused(NO_LIMITS)
+        await self.compactor.all_but_newest()
 
     def record(self, event: AgentEvent) -> None:
         """The session listener: a write that fails aborts the run and poisons the runtime."""
@@ -154,7 +164,7 @@ class Runtime:
         """Compact if `text` would not fit; the outcome of a prompt that cannot be sent, else None."""
         with trio.CancelScope() as self._compacting:
             try:
-                await self._compact_if_over(text)
+                await self.compactor.before_prompt(text)
             except CompactionError as error:
                 message = f"compaction failed: {error}; the session is unchanged"
                 print(message, file=sys.stderr)
@@ -163,36 +173,99 @@ class Runtime:
             return AgentOutcome("aborted", 0, Usage(), (), error_message=ABORTED_COMPACTING)
         return None
 
-    async def _compact_if_over(self, prompt: str) -> None:
-        """Before the prompt's first model call: if the context would not fit, send a summary instead."""
+
+class Compactor:
+    """Keeps one conversation within N - R: checked before each prompt, and before each later model call.
+
+    Before a prompt the check runs while the prompt is not yet in the
+    transcript, so a failed summary call changes nothing. The loop's
+    `before_model_call` runs it before every later call of the run, whose tool
+    round trips may outgrow N - R. With a session the recorder writes each
+    compaction to the file; without one, the summary replaces the old
+    messages in memory only.
+    """
+
+    def __init__(
+        self, model: ToolUsingModel, registry: ToolRegistry, agent: Agent, limits: ContextLimits,
+        recorder: SessionRecorder | None = None, measured_from: int = 0,
+    ) -> None:
+        self.model = model
+        self.registry = registry
+        self.agent = agent
+        self.limits = limits
+        self.recorder = recorder
+        self.measured_from = measured_from  # usage before this message measured a context no longer sent
+        self.prompt_checked = False  # the run's first call was checked before its prompt
+        self.said: set[str] = set()  # the notices given since the last prompt
+
+    async def before_prompt(self, prompt: str) -> None:
+        """Compact for the prompt's first model call; a CompactionError leaves everything as it was."""
+        self.said.clear()
+        self.prompt_checked = True
+        extra = estimate_tokens(user_message(prompt))
+        self.agent.replace_messages(await self.compacted(self.agent.messages, extra))
+
+    async def before_call(self, messages: list[AgentMessage]) -> list[AgentMessage]:
+        """The loop's seam: compact before a later call of the run; a failed summary sends the context as it is."""
+        if self.prompt_checked:
+            self.prompt_checked = False
+            return messages
+        try:
+            return await self.compacted(messages)
+        except CompactionError as error:
+            print(f"compaction failed: {error}; sending the context as it is", file=sys.stderr)
+            return messages
+
+    async def all_but_newest(self) -> None:
+        """Summarise every interaction but the newest, however few tokens they hold (/compact)."""
+        self.said.clear()
         messages = self.agent.messages
-        fixed = fixed_tokens(self.agent.system_prompt, self.registry.specs())
-        added = estimate_tokens(user_message(prompt))
-        tokens = context_tokens(messages, fixed, self.recorder.measured_from) + added
+        newest = find_cut(messages, budget=0)  # keeps the newest interaction only
+        cut = Cut(newest.index, newest.kept_tokens, False)  # kept whole, and not a budget to warn about
+        tokens = context_tokens(messages, self.fixed(), self.measured_from)
+        self.agent.replace_messages(await self.summarised(messages, cut, tokens))
+
+    async def compacted(self, messages: Sequence[AgentMessage], extra: int = 0) -> list[AgentMessage]:
+        """`messages`, or the summary and the kept messages if they and `extra` tokens would exceed N - R."""
+        tokens = context_tokens(messages, self.fixed(), self.measured_from) + extra
         if tokens <= self.limits.window - self.limits.reserve:
-            return
-        cut = find_cut(messages, keep_budget(self.limits.window, self.limits.reserve, fixed))
-        after = await self._compact(cut, tokens, added)
-        if after > self.limits.window - self.limits.reserve:  # a long summary, or a newest interaction over budget
-            print(f"compaction: the summary and the kept messages still exceed "
-                  f"{self.limits.window - self.limits.reserve} tokens; sending them anyway", file=sys.stderr)
+            return list(messages)
+        cut = find_cut(messages, keep_budget(self.limits.window, self.limits.reserve, self.fixed()))
+        return await self.summarised(messages, cut, tokens, extra)
 
-    async def _compact(self, cut: Cut, tokens: int, added: int = 0) -> int:
-        """Summarise the messages before `cut`, record it, go on from the summary and the kept.
-
-        Returns the tokens of the context from now on plus `added` (the coming prompt); 0 when nothing was cut.
-        """
-        messages = self.agent.messages
+    async def summarised(self, messages: Sequence[AgentMessage], cut: Cut, tokens: int, extra: int = 0) -> list[AgentMessage]:
+        """The summary of the messages before `cut`, then the rest; recorded when there is a session."""
+        limit = self.limits.window - self.limits.reserve
         if cut.newest_over_budget:
-            print(f"compaction: the newest interaction alone (~{cut.kept_tokens} tokens) "
-                  "is over the budget; it is kept whole", file=sys.stderr)
-        if cut.index == 0:
-            print("compaction: nothing older to summarise; sending the context as it is", file=sys.stderr)
-            return 0
+            self.say_once("newest", f"compaction: the newest interaction alone (~{cut.kept_tokens} tokens) "
+                                    "is over the budget; it is kept whole")
+        if only_a_summary(messages[: cut.index]):
+            self.say_once("nothing", "compaction: nothing older to summarise; sending the context as it is")
+            return list(messages)
         summary = await summarise(self.model, messages[: cut.index])
-        self.agent.replace_messages(self.recorder.record_compaction(summary, cut.index, tokens))
-        fixed = fixed_tokens(self.agent.system_prompt, self.registry.specs())
-        after = context_tokens(self.agent.messages, fixed, self.recorder.measured_from) + added
+        if self.recorder is not None:
+            self.recorder.record_compaction(summary, cut.index, tokens)
+        kept = [summary_message(summary), *messages[cut.index :]]
+        self.measured_from = len(kept)
+        after = context_tokens(kept, self.fixed(), self.measured_from) + extra
         print(f"[compaction] ~{tokens} -> ~{after} tokens: {cut.index} messages summarised, "
               f"{len(messages) - cut.index} kept", file=sys.stderr)
-        return after
+        if after > limit:  # a long summary, or a newest interaction over budget
+            print(f"compaction: the summary and the kept messages still exceed {limit} tokens; sending them anyway",
+                  file=sys.stderr)
+        return kept
+
+    def fixed(self) -> int:
+        """The tokens sent with every call whatever the transcript: the system prompt and the tools' specs."""
+        return fixed_tokens(self.agent.system_prompt, self.registry.specs())
+
+    def say_once(self, kind: str, line: str) -> None:
+        """A notice on stderr, once per prompt: the checks before the run's later calls would repeat it."""
+        if kind not in self.said:
+            self.said.add(kind)
+            print(line, file=sys.stderr)
+
+
+def only_a_summary(messages: Sequence[AgentMessage]) -> bool:
+    """True for no messages, or an earlier summary alone: summarising it again would gain nothing."""
+    return all(text_of(message).startswith(SUMMARY_INTRO) for message in messages)

@@ -23,7 +23,7 @@ from attrs import define, field
 
 from tiny_pi.abort import AbortSignal
 from tiny_pi.agent_events import AgentEndEvent, AgentEvent, AgentOutcome, AgentStartEvent, RunEnd
-from tiny_pi.agent_loop import DEFAULT_MAX_TURNS, ToolUsingModel, add_usage, run_agent
+from tiny_pi.agent_loop import DEFAULT_MAX_TURNS, BeforeModelCall, ToolUsingModel, add_usage, keep_as_is, run_agent
 from tiny_pi.agent_state import AgentState, reduce_state
 from tiny_pi.messages import AgentContext, AgentMessage, AssistantMessage, UserMessage, Usage, user_message
 from tiny_pi.tools import ToolRegistry
@@ -79,6 +79,7 @@ class Agent:
         max_turns: int = DEFAULT_MAX_TURNS,
     ) -> None:
         self._model = model
+        self.before_model_call: BeforeModelCall = keep_as_is  # the loop's seam; set it before a run
         self._registry = registry
         self._nursery = nursery
         self._max_turns = max_turns
@@ -199,6 +200,7 @@ class Agent:
                 outcome = await run_agent(
                     self._model, self._context, self._registry, signal=run.signal,
                     max_turns=self._max_turns, on_event=emit, take_queued=run.take_queued,
+                    before_model_call=self.before_model_call,
                 )
                 nursery.cancel_scope.cancel()  # the run ended: stop watching the signal
         if outcome is None:  # cancelled: the model (or a tool) ignored the abort

@@ -24,10 +24,19 @@ With --session FILE the conversation lives in FILE, a JSON Lines log
 with --branch ID, and every message is on disk before the next model call.
 A session that is not whole is refused (exit 2) before anything is sent.
 
-With a session, a prompt whose context would exceed --context-window N
-minus --reserve-tokens R is preceded by a compaction (tiny_pi.compaction):
-the old messages are summarised and the summary is sent in their place,
-while the file keeps them all. A failed summary call stops the run (exit 1).
+A model call whose context would exceed --context-window N minus
+--reserve-tokens R is preceded by a compaction (tiny_pi.compaction): the
+older interactions are summarised and the summary is sent in their place,
+before a prompt and between the tool round trips of a run. A session file
+keeps every message and records the compaction. A failed summary call
+before a prompt stops the session (exit 1); within a run, the context goes
+as it is.
+
+Resources (tiny_pi.resources): AGENTS.md files and the skill catalog go into
+the system prompt, and a prompt `/NAME key=value ...` is a prompt template
+(a template that cannot be filled stops the run with exit 2). Extensions
+(tiny_pi.extensions): --extension FILE.py, repeatable, and the project's own
+only with --trust-project-extensions; their tools are offered besides --tools.
 
 One Runtime (tiny_pi.runtime) answers every prompt; the mode only renders
 it (tiny_pi.modes): --mode text (the default, as above), --mode json (every
@@ -42,17 +51,20 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import Sequence
 
 import trio
 
 from tiny_pi.agent_loop import DEFAULT_MAX_TURNS, ToolUsingModel
 from tiny_pi.bash_tool import DEFAULT_TIMEOUT
 from tiny_pi.compaction import DEFAULT_CONTEXT_WINDOW, ContextLimits, default_reserve
+from tiny_pi.extensions import Extension, ExtensionRegistry, extension_paths, load_extensions
 from tiny_pi.modes import MODES
 from tiny_pi.modes.interactive import run_interactive
 from tiny_pi.modes.json_mode import run_json
 from tiny_pi.modes.text import read_prompts, run_text
 from tiny_pi.providers.openai_compatible import OpenAICompatibleModel
+from tiny_pi.resources import PROJECT_RESOURCES, Resources, expand_prompts, load_resources, with_skills
 from tiny_pi.runtime import Runtime
 from tiny_pi.session import OpenSession, open_session
 from tiny_pi.session_log import SessionError
@@ -91,6 +103,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--reserve-tokens", metavar="R", type=int,
         help="tokens kept for the reply; default min(16384, N // 4)",
+    )
+    parser.add_argument(
+        "--extension", metavar="FILE.py", type=Path, action="append", default=[],
+        help="load an extension (repeatable): its tools are offered besides --tools",
+    )
+    parser.add_argument(
+        "--trust-project-extensions", action="store_true",
+        help=f"also load ROOT/{PROJECT_RESOURCES}/extensions/*.py; without it they are skipped",
+    )
+    parser.add_argument(
+        "--user-root", metavar="DIR", type=Path, default=Path.home() / PROJECT_RESOURCES,
+        help=f"your own skills and prompt templates; default ~/{PROJECT_RESOURCES}",
     )
     parser.add_argument("--mode", choices=MODES, help="text (the default), json or interactive")
     parser.add_argument("--interactive", action="store_true", help="the same as --mode interactive")
@@ -133,18 +157,23 @@ def choose_mode(parser: argparse.ArgumentParser, args: argparse.Namespace) -> st
 
 
 async def run(
-    args: argparse.Namespace, model: ToolUsingModel, registry: ToolRegistry, session: OpenSession | None
+    args: argparse.Namespace, model: ToolUsingModel, registry: ToolRegistry, session: OpenSession | None,
+    resources: Resources, extensions: Sequence[Extension] = (),
 ) -> int:
     """One Runtime for the whole run, rendered by the chosen mode, and disposed at the end."""
     limits = ContextLimits(args.context_window, args.reserve_tokens)
     async with trio.open_nursery() as nursery:
-        runtime = Runtime(model, registry, nursery, session=session, limits=limits, max_turns=args.max_turns)
+        runtime = Runtime(
+            model, registry, nursery, system_prompt=resources.sections, extensions=extensions,
+            session=session, limits=limits, max_turns=args.max_turns,
+        )
+        prompts = expand_prompts(read_prompts(args.prompt, sys.stdin), resources.templates)
         if args.mode == "interactive":
             status = await run_interactive(runtime, args.session)
         elif args.mode == "json":
-            status = await run_json(runtime, read_prompts(args.prompt, sys.stdin))
+            status = await run_json(runtime, prompts)
         else:
-            status = await run_text(runtime, read_prompts(args.prompt, sys.stdin))
+            status = await run_text(runtime, prompts)
         await runtime.dispose()
         nursery.cancel_scope.cancel()  # the runtime's queue has ended
     return status
@@ -161,9 +190,13 @@ def main(argv: list[str] | None = None) -> int:
     model = OpenAICompatibleModel(
         base_url=args.base_url, model=args.model, api_key=os.environ.get(API_KEY_VARIABLE)
     )
-    registry = ToolRegistry(chosen_tools(args.root, args.tools, args.bash_timeout))
+    tools = chosen_tools(args.root, args.tools, args.bash_timeout)
+    resources = load_resources(args.root, args.user_root)
+    paths = extension_paths(args.extension, args.root, args.trust_project_extensions)
+    extensions = load_extensions(paths, [tool.name for tool in tools])
+    registry = ExtensionRegistry(with_skills(tools, resources.skills), extensions)
     try:
-        return trio.run(run, args, model, registry, session)
+        return trio.run(run, args, model, registry, session, resources, extensions)
     except KeyboardInterrupt:  # a second Ctrl-C, or one before the run could listen
         print("\ninterrupted", file=sys.stderr)
         return 130

@@ -11,12 +11,15 @@ reason, when the signal is aborted, or at the turn limit.
 Between turns the loop asks `take_queued` whether someone has more to say
 (chapter 09's Agent steers a run and queues follow-ups through it): what it
 returns is appended before the next model call, and keeps a stopping run going.
+Before every model call it awaits `before_model_call` with the transcript, and
+goes on with the messages that returns (chapter 11's compaction puts a summary
+in place of older ones).
 """
 
 from __future__ import annotations
 
 import os
-from typing import Callable, Protocol, Sequence
+from typing import Awaitable, Callable, Protocol, Sequence
 
 import trio
 
@@ -43,6 +46,9 @@ Emit = Callable[[AgentEvent], None]
 TakeQueued = Callable[[RunEnd | None], Sequence[AgentMessage]]
 """Asked after a turn that ran tools (None) or stopped (`stop`): the messages waiting for the model."""
 
+BeforeModelCall = Callable[[list[AgentMessage]], Awaitable[list[AgentMessage]]]
+"""Awaited before each model call with a copy of the transcript: what it returns is sent, and kept."""
+
 
 class ToolUsingModel(Protocol):
     """A model whose calls are offered tools: ScriptedModel and OpenAICompatibleModel both are."""
@@ -65,6 +71,11 @@ def nothing_queued(end: RunEnd | None) -> Sequence[AgentMessage]:
     return ()
 
 
+async def keep_as_is(messages: list[AgentMessage]) -> list[AgentMessage]:
+    """The default before a model call: the transcript goes as it is."""
+    return messages
+
+
 async def run_agent(
     model: ToolUsingModel,
     context: AgentContext,
@@ -74,6 +85,7 @@ async def run_agent(
     max_turns: int = DEFAULT_MAX_TURNS,
     on_event: Emit = ignore,
     take_queued: TakeQueued = nothing_queued,
+    before_model_call: BeforeModelCall = keep_as_is,
 ) -> AgentOutcome:
     """Run turns on `context` until the model stops; every fact goes to `on_event` as it happens.
 
@@ -90,6 +102,9 @@ async def run_agent(
     on_event(AgentStartEvent())
     while end is None and turn < max_turns:
         turn += 1
+        messages = await before_model_call(list(context.messages))
+        first_new = max(first_new + len(messages) - len(context.messages), 0)  # fewer older messages
+        context.messages = messages
         message = await run_turn(model, context, registry, turn, signal, on_event)
         usage = add_usage(usage, message.usage)
         end = run_end(message, signal)
@@ -161,6 +176,7 @@ async def run_tools(
         if before is not None:
             await before.wait()
         results[index] = await execute_tool_call(call, registry, signal=signal)
+        registry.after_tool_call(call, results[index])
         on_event(ToolExecutionEndEvent(call, results[index]))
         done.set()  # the next call on this path may start, whatever this one's result
 

@@ -1,11 +1,12 @@
 """Compaction: a summary in place of the old messages, so the context fits the window.
 
 A model reads at most N tokens (its context window), and the reply needs
-room too (R, the reserve). Before a prompt whose context would exceed
-N - R (checked between runs, where the transcript may change), the agent keeps the newest interactions (a user message and all
-that follows it up to the next user message) within a budget, asks the
-model to summarise everything older, and sends the summary instead. The
-session file keeps every original entry; only what is sent shrinks.
+room too (R, the reserve). Before a model call whose context would exceed
+N - R (before a prompt, and between the tool round trips of a run), the
+agent keeps the newest interactions (a user message and all that follows
+it up to the next user message) within a budget, asks the model to
+summarise everything older, and sends the summary instead. The session
+file keeps every original entry; only what is sent shrinks.
 
 Tokens are estimated: characters / 4, a rough rule for English text and
 JSON. Where the server reported a call's usage, that count replaces the

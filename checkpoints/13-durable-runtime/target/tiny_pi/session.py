@@ -68,9 +68,9 @@ def open_session(path: Path, branch: str | None, model: str) -> OpenSession:
         leaf_id = branch if branch is not None else session.last_id
         entries = branch_path(session, leaf_id)
         writer = SessionWriter(path, leaf_id=leaf_id, ids=ids)
+    context, measured_from = resumed_context(path, entries)  # refused before anything is appended
     if current_model(entries) != model:
         writer.append_model_change(model)
-    context, measured_from = resumed_context(path, entries)
     messages, ids = tuple(m for _, m in context), tuple(i for i, _ in context)
     return OpenSession(messages, writer, ids, measured_from, current_system_prompt(entries))
 
@@ -114,14 +114,11 @@ class SessionRecorder:
     that the log does not hold.
     """
 
-    def __init__(
-        self, writer: SessionWriter, agent: Agent, ids: Iterable[str | None] = (), measured_from: int = 0
-    ) -> None:
+    def __init__(self, writer: SessionWriter, agent: Agent, ids: Iterable[str | None] = ()) -> None:
         self.writer = writer
         self.agent = agent
         self.saved = len(agent.messages)  # what the session already holds
         self.ids = list(ids)  # the entry id of each saved message
-        self.measured_from = measured_from  # usage before this message measured another context
 
     def __call__(self, event: AgentEvent) -> None:
         if event.type not in ("turn_start", "agent_end"):
@@ -138,14 +135,12 @@ class SessionRecorder:
             self.ids.append(self.writer.append_message(message))
             self.saved += 1
 
-    def record_compaction(self, summary: str, cut: int, tokens_before: int) -> list[AgentMessage]:
-        """Append the compaction entry; return what the model is sent from now on: summary, then kept."""
+    def record_compaction(self, summary: str, cut: int, tokens_before: int) -> None:
+        """Save what is unsaved, then append the compaction entry; the summary (no entry of its own) comes first."""
         self.save_new_messages()
         self.writer.append_compaction(summary, self.ids[cut], tokens_before)
-        messages = [summary_message(summary), *self.agent.messages[cut:]]
         self.ids = [None, *self.ids[cut:]]
-        self.saved = self.measured_from = len(messages)
-        return messages
+        self.saved = len(self.ids)
 
 
 def tree_lines(session: Session) -> list[str]:

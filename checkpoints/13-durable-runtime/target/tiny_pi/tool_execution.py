@@ -37,6 +37,9 @@ async def execute_tool_call(
         return error_result(call, f"Invalid arguments for tool {call.name!r}: " + "; ".join(problems))
     if signal.aborted:
         return error_result(call, f"Tool {call.name!r} was not run: the run was aborted")
+    denial = await registry.before_tool_call(call)
+    if denial is not None:  # an extension's hook said no: the tool never runs
+        return error_result(call, denial)
     return await run_tool(tool, call, signal)
 
 

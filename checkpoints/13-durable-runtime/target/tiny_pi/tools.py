@@ -3,7 +3,8 @@
 A tool is a record. Its name, description and parameters (a JSON Schema
 object) are what the model sees; `execute` is what the agent runs once a
 call's arguments have been checked. A registry finds tools by name and
-hands the provider the specs it sends.
+hands the provider the specs it sends; it is also asked right before a
+checked call runs, and told each result (chapter 12's extensions hook in there).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from attrs import field, frozen
 from attrs.validators import instance_of
 
 from tiny_pi.abort import AbortSignal
-from tiny_pi.messages import TextContent
+from tiny_pi.messages import TextContent, ToolCall, ToolResultMessage
 
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
@@ -76,3 +77,10 @@ class ToolRegistry:
     def specs(self) -> list[Tool]:
         """What the provider sends as `tools`: each tool's name, description and parameters."""
         return list(self._tools.values())
+
+    async def before_tool_call(self, call: ToolCall) -> str | None:
+        """Asked once `call` is checked, before its tool runs: why it must not run, or None to run it."""
+        return None
+
+    def after_tool_call(self, call: ToolCall, result: ToolResultMessage) -> None:
+        """Told each call's one result, once it exists; the result cannot be changed here."""

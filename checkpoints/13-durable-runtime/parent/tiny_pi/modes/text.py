@@ -18,6 +18,7 @@ import trio
 
 from tiny_pi.agent_events import AgentEvent, AgentOutcome
 from tiny_pi.messages import AssistantMessage, ToolCall, ToolResultMessage, text_of
+from tiny_pi.resources import TemplateError
 from tiny_pi.runtime import Runtime
 
 LINE_WIDTH = 100
@@ -140,13 +141,19 @@ def read_prompts(prompt: str | None, lines: TextIO) -> Iterator[str]:
 async def run_prompts(runtime: Runtime, prompts: Iterator[str]) -> int:
     """Every prompt in order, each answered before the next is read; the first that does not stop ends it.
 
-    The next prompt is read in a thread: stdin may be a pipe whose writer is slow.
+    The next prompt is read in a thread: stdin may be a pipe whose writer is slow. A prompt
+    template that cannot be filled (chapter 12) ends the run with exit status 2.
     """
     status = 0
     async with trio.open_nursery() as nursery:
         await nursery.start(abort_on_interrupt, runtime)
         while status == 0:
-            prompt = await trio.to_thread.run_sync(next, prompts, None, abandon_on_cancel=True)
+            try:
+                prompt = await trio.to_thread.run_sync(next, prompts, None, abandon_on_cancel=True)
+            except TemplateError as error:  # nothing of this prompt was sent or saved
+                print(error, file=sys.stderr)
+                status = 2
+                break
             if prompt is None:
                 break
             runtime.prompt(prompt)
