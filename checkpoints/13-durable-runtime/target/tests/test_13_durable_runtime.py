@@ -540,6 +540,23 @@ def test_interactive_slash_commands_session_tree_compact_and_quit(project, tmp_p
     assert "We read the README twice." in read_session(path).entries[-1].summary
 
 
+def test_interactive_a_prompt_template_is_filled_in_and_sent_as_the_prompt(project):
+    prompts = project / ".tiny_pi" / "prompts"  # chapter 12's project resource root
+    prompts.mkdir(parents=True)
+    (prompts / "name.md").write_text("What is {{thing}} called?\n", encoding="utf-8")
+    with serving() as server, terminal(server, project) as term:
+        term.wait_for(WELCOME)
+        term.type("/name\n")
+        term.wait_for("error: prompt template /name is missing thing=...")
+        term.type("/name thing=this\n")
+        term.wait_for("[stop] turns: 2")
+        term.type("/quit\n")
+        assert term.exit_status() == 0
+
+    users = [m["content"] for m in server.requests[0][1]["messages"] if m["role"] == "user"]
+    assert [text.strip() for text in users] == ["What is this called?"]
+
+
 def test_interactive_kill_9_mid_run_loses_nothing_written(project, tmp_path):
     path = tmp_path / "session.jsonl"
     held = threading.Event()

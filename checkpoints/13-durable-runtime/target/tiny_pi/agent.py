@@ -169,7 +169,7 @@ async def run(
         )
         prompts = expand_prompts(read_prompts(args.prompt, sys.stdin), resources.templates)
         if args.mode == "interactive":
-            status = await run_interactive(runtime, args.session)
+            status = await run_interactive(runtime, args.session, resources.templates)
         elif args.mode == "json":
             status = await run_json(runtime, prompts)
         else:

@@ -1,9 +1,11 @@
 """Interactive mode: a prompt loop on a terminal.
 
 At the prompt (`> `), a line is a prompt for the agent, or a slash command:
-/session, /tree, /compact, /quit. While the agent works, a line typed
-steers it: it reaches the model with the next call. Ctrl-C aborts the
-running turn; at the prompt, Ctrl-C twice in a row, or Ctrl-D, exits.
+/session, /tree, /compact, /quit; any other `/NAME key=value ...` is one of
+chapter 12's prompt templates, filled in and sent as the prompt. While the
+agent works, a line typed steers it: it reaches the model with the next
+call. Ctrl-C aborts the running turn; at the prompt, Ctrl-C twice in a
+row, or Ctrl-D, exits.
 
 Lines are read in a thread with `os.read` on the terminal: a line at a time
 (the terminal is in line mode), and no Python buffer that a thread left
@@ -16,11 +18,13 @@ import os
 import signal as signals
 import sys
 from pathlib import Path
+from typing import Mapping
 
 import trio
 
 from tiny_pi.compaction import CompactionError
 from tiny_pi.modes.text import TerminalPrinter, printable, summary
+from tiny_pi.resources import Template, TemplateError, expand_prompt
 from tiny_pi.runtime import Runtime, RuntimeRefused
 from tiny_pi.session import tree_lines
 from tiny_pi.session_log import SessionError, read_session
@@ -35,9 +39,12 @@ NO_SESSION = "no session: start with --session FILE to keep the conversation"
 class Interactive:
     """The prompt loop around one Runtime; `run` returns the exit status."""
 
-    def __init__(self, runtime: Runtime, session_path: Path | None, fd: int = 0) -> None:
+    def __init__(
+        self, runtime: Runtime, session_path: Path | None, fd: int = 0, templates: Mapping[str, Template] | None = None
+    ) -> None:
         self.runtime = runtime
         self.session_path = session_path
+        self.templates = dict(templates or {})  # chapter 12's prompt templates, by name
         self.fd = fd  # the terminal's file descriptor, read a line at a time
         self.exit_armed = False  # a Ctrl-C at the prompt; the next one exits
         self.status: int | None = None
@@ -103,6 +110,8 @@ def show_prompt() -> None:
     sys.stdout.flush()
 
 
-async def run_interactive(runtime: Runtime, session_path: Path | None) -> int:
+async def run_interactive(
+    runtime: Runtime, session_path: Path | None, templates: Mapping[str, Template]
+) -> int:
     """Interactive mode, on the terminal of stdin and stdout."""
-    return await Interactive(runtime, session_path).run()
+    return await Interactive(runtime, session_path, templates=templates).run()
