@@ -37,295 +37,41 @@ the system prompt, and a prompt `/NAME key=value ...` is a prompt template
 (a template that cannot be filled stops the run with exit 2). Extensions
 (tiny_pi.extensions): --extension FILE.py, repeatable, and the project's own
 only with --trust-project-extensions; their tools are offered besides --tools.
+
+One Runtime (tiny_pi.runtime) answers every prompt; the mode only renders
+it (tiny_pi.modes): --mode text (the default, as above), --mode json (every
+agent event as one JSON object per line on stdout), or interactive (a
+prompt loop; the default when stdin and stdout are both terminals and no
+PROMPT is given, or with --interactive).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import signal as signals
 import sys
-import unicodedata
 from pathlib import Path
-from typing import Iterator, Mapping, Sequence, TextIO
+from typing import Sequence
 
 import trio
 
-from tiny_pi.agent_events import AgentEvent, AgentOutcome
 from tiny_pi.agent_loop import DEFAULT_MAX_TURNS, ToolUsingModel
 from tiny_pi.bash_tool import DEFAULT_TIMEOUT
-from tiny_pi.compaction import (
-    DEFAULT_CONTEXT_WINDOW,
-    SUMMARY_INTRO,
-    CompactionError,
-    ContextLimits,
-    context_tokens,
-    default_reserve,
-    estimate_tokens,
-    find_cut,
-    fixed_tokens,
-    keep_budget,
-    summarise,
-    summary_message,
-)
-from tiny_pi.extensions import Extension, ExtensionRegistry, extension_paths, load_extensions, subscribe_listeners
-from tiny_pi.messages import AgentMessage, AssistantMessage, ToolCall, ToolResultMessage, text_of, user_message
+from tiny_pi.compaction import DEFAULT_CONTEXT_WINDOW, ContextLimits, default_reserve
+from tiny_pi.extensions import Extension, ExtensionRegistry, extension_paths, load_extensions
+from tiny_pi.modes import MODES
+from tiny_pi.modes.interactive import run_interactive
+from tiny_pi.modes.json_mode import run_json
+from tiny_pi.modes.text import read_prompts, run_text
 from tiny_pi.providers.openai_compatible import OpenAICompatibleModel
-from tiny_pi.resources import PROJECT_RESOURCES, TemplateError, expand_prompts, load_resources, with_skills
-from tiny_pi.session import OpenSession, SessionRecorder, open_session
+from tiny_pi.resources import PROJECT_RESOURCES, Resources, expand_prompts, load_resources, with_skills
+from tiny_pi.runtime import Runtime
+from tiny_pi.session import OpenSession, open_session
 from tiny_pi.session_log import SessionError
-from tiny_pi.stateful_agent import Agent
 from tiny_pi.tools import ToolRegistry
 from tiny_pi.toolset import DEFAULT_TOOLS, chosen_tools, tool_names
 
 API_KEY_VARIABLE = "TINY_PI_API_KEY"
-LINE_WIDTH = 100
-EXIT_CODES = {"stop": 0, "aborted": 130}  # every other end is a failure: 1
-
-
-class TerminalPrinter:
-    """Shows a run as it happens: reply text as it streams, one line per tool call and result."""
-
-    def __init__(self, out: TextIO) -> None:
-        self.out = out
-        self.mid_line = False
-
-    def __call__(self, event: AgentEvent) -> None:
-        match event.type:
-            case "text_delta":
-                self.write(printable(event.delta, keep="\n\t"))
-            case "tool_execution_start":
-                self.line(describe_call(event.tool_call))
-            case "tool_execution_end":
-                self.line(describe_result(event.result))
-            case "turn_end" | "agent_end":
-                self.finish_line()
-
-    def write(self, piece: str) -> None:
-        """Show `piece` now: a pipe would otherwise hold it back until its buffer fills."""
-        self.out.write(piece)
-        self.out.flush()
-        self.mid_line = not piece.endswith("\n")
-
-    def line(self, line: str) -> None:
-        """A line of its own, even when the reply's text stopped mid-line."""
-        self.finish_line()
-        self.write(line + "\n")
-
-    def finish_line(self) -> None:
-        """End the line in progress, if there is one."""
-        if self.mid_line:
-            self.write("\n")
-
-
-def printable(piece: str, keep: str = "") -> str:
-    """`piece` with its control characters escaped (`\\x1b`), except those in `keep`.
-
-    The model, a tool or a file name wrote this text, not the agent: an escape
-    sequence in it would retitle, clear or overwrite the user's terminal.
-    """
-    return "".join(
-        char.encode("unicode_escape").decode("ascii")
-        if unicodedata.category(char) == "Cc" and char not in keep
-        else char
-        for char in piece
-    )
-
-
-def short(line: str, width: int = LINE_WIDTH) -> str:
-    """One line, at most `width` characters: whitespace runs become one space, controls are escaped."""
-    flat = printable(" ".join(line.split()))
-    return flat if len(flat) <= width else flat[: width - 3] + "..."
-
-
-def describe_call(call: ToolCall) -> str:
-    """`[tool] read {"path": "README.md"}`: the call as the model wrote it."""
-    arguments = call.raw_arguments if call.raw_arguments is not None else json.dumps(call.arguments)
-    return short(f"[tool] {call.name} {arguments}")
-
-
-def describe_result(result: ToolResultMessage) -> str:
-    """`[ok] read: ...` or `[error] read: ...`: the start of what goes back to the model."""
-    status = "error" if result.is_error else "ok"
-    return short(f"[{status}] {result.tool_name}: {text_of(result)}")
-
-
-def summary(outcome: AgentOutcome) -> str:
-    """How the run ended and what it cost, over all its turns."""
-    usage = outcome.usage
-    line = f"[{outcome.stop_reason}] turns: {outcome.turns}, tokens: "
-    if usage_reported(outcome):
-        line += (
-            f"input {usage.input}, output {usage.output}, "
-            f"cache read {usage.cache_read or 0}, cache write {usage.cache_write or 0}"
-        )
-    else:
-        line += "not reported by the server"
-    if outcome.error_message:
-        line += f"\nerror: {printable(outcome.error_message)}"
-    return line
-
-
-def usage_reported(outcome: AgentOutcome) -> bool:
-    """Whether a server counted any turn: its ledger (chapter 05) always sets cache_read, 0 included."""
-    return any(
-        isinstance(message, AssistantMessage) and message.usage.cache_read is not None
-        for message in outcome.messages
-    )
-
-
-async def abort_on_interrupt(
-    agent: Agent, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
-) -> None:
-    """The first Ctrl-C aborts the running prompt; a second one, or one between prompts, stops at once."""
-    with trio.open_signal_receiver(signals.SIGINT) as interrupts:
-        task_status.started()
-        async for _ in interrupts:
-            if agent.aborting or not agent.state.running:
-                raise KeyboardInterrupt
-            agent.abort()
-
-
-def read_prompts(prompt: str | None, lines: TextIO) -> Iterator[str]:
-    """The PROMPT alone; without one, the non-empty lines of `lines`, stripped, read as they arrive."""
-    if prompt is not None:
-        yield prompt
-        return
-    for line in lines:
-        if line.strip():
-            yield line.strip()
-
-
-class Compactor:
-    """Keeps one conversation within N - R: checked before each prompt, and before each later model call.
-
-    Before a prompt the check runs while the prompt is not yet in the
-    transcript, so a failed summary call changes nothing. The loop's
-    `before_model_call` runs it before every later call of the run, whose tool
-    round trips may outgrow N - R. With a session the recorder writes each
-    compaction to the file; without one, the summary replaces the old
-    messages in memory only.
-    """
-
-    def __init__(
-        self, model: ToolUsingModel, registry: ToolRegistry, agent: Agent, limits: ContextLimits,
-        recorder: SessionRecorder | None = None, measured_from: int = 0,
-    ) -> None:
-        self.model = model
-        self.registry = registry
-        self.agent = agent
-        self.limits = limits
-        self.recorder = recorder
-        self.measured_from = measured_from  # usage before this message measured a context no longer sent
-        self.prompt_checked = False  # the run's first call was checked before its prompt
-        self.said: set[str] = set()  # the notices given since the last prompt
-
-    async def before_prompt(self, prompt: str) -> None:
-        """Compact for the prompt's first model call; a CompactionError leaves everything as it was."""
-        self.said.clear()
-        self.prompt_checked = True
-        extra = estimate_tokens(user_message(prompt))
-        self.agent.replace_messages(await self.compacted(self.agent.messages, extra))
-
-    async def before_call(self, messages: list[AgentMessage]) -> list[AgentMessage]:
-        """The loop's seam: compact before a later call of the run; a failed summary sends the context as it is."""
-        if self.prompt_checked:
-            self.prompt_checked = False
-            return messages
-        try:
-            return await self.compacted(messages)
-        except CompactionError as error:
-            print(f"compaction failed: {error}; sending the context as it is", file=sys.stderr)
-            return messages
-
-    async def compacted(self, messages: Sequence[AgentMessage], extra: int = 0) -> list[AgentMessage]:
-        """`messages`, or the summary and the kept messages if they and `extra` tokens would exceed N - R."""
-        limit = self.limits.window - self.limits.reserve
-        fixed = fixed_tokens(self.agent.system_prompt, self.registry.specs())
-        tokens = context_tokens(messages, fixed, self.measured_from) + extra
-        if tokens <= limit:
-            return list(messages)
-        cut = find_cut(messages, keep_budget(self.limits.window, self.limits.reserve, fixed))
-        if cut.newest_over_budget:
-            self.say_once("newest", f"compaction: the newest interaction alone (~{cut.kept_tokens} tokens) "
-                                    "is over the budget; it is kept whole")
-        if only_a_summary(messages[: cut.index]):
-            self.say_once("nothing", "compaction: nothing older to summarise; sending the context as it is")
-            return list(messages)
-        summary = await summarise(self.model, messages[: cut.index])
-        if self.recorder is not None:
-            self.recorder.record_compaction(summary, cut.index, tokens)
-        kept = [summary_message(summary), *messages[cut.index :]]
-        self.measured_from = len(kept)
-        after = context_tokens(kept, fixed, self.measured_from) + extra
-        print(f"[compaction] ~{tokens} -> ~{after} tokens: {cut.index} messages summarised, "
-              f"{len(messages) - cut.index} kept", file=sys.stderr)
-        if after > limit:  # a long summary, or a newest interaction over budget
-            print(f"compaction: the summary and the kept messages still exceed {limit} tokens; sending them anyway",
-                  file=sys.stderr)
-        return kept
-
-    def say_once(self, kind: str, line: str) -> None:
-        """A notice on stderr, once per prompt: the checks before the run's later calls would repeat it."""
-        if kind not in self.said:
-            self.said.add(kind)
-            print(line, file=sys.stderr)
-
-
-def only_a_summary(messages: Sequence[AgentMessage]) -> bool:
-    """True for no messages, or an earlier summary alone: summarising it again would gain nothing."""
-    return all(text_of(message).startswith(SUMMARY_INTRO) for message in messages)
-
-
-async def converse(
-    model: ToolUsingModel, registry: ToolRegistry, prompts: Iterator[str], max_turns: int, out: TextIO,
-    session: OpenSession | None = None, limits: ContextLimits | None = None,
-    system_prompt: Mapping[str, str] | None = None, extensions: Sequence[Extension] = (),
-) -> int:
-    """Every prompt in one conversation, in order; the first that does not stop ends it.
-
-    The next prompt is read in a thread: stdin may be a pipe whose writer is slow.
-    """
-    status = 0
-    async with trio.open_nursery() as nursery:
-        resumed = session.messages if session is not None else ()
-        agent = Agent(model, registry, nursery, max_turns=max_turns, messages=resumed, system_prompt=system_prompt)
-        agent.subscribe(TerminalPrinter(out))
-        subscribe_listeners(agent, extensions)
-        recorder = None
-        if session is not None:  # saves the new messages before every model call
-            recorder = SessionRecorder(session.writer, agent, session.ids)
-            agent.subscribe(recorder)
-        compactor = None
-        if limits is not None:  # with a session or without one
-            measured_from = session.measured_from if session is not None else 0
-            compactor = Compactor(model, registry, agent, limits, recorder, measured_from)
-            agent.before_model_call = compactor.before_call
-        await nursery.start(abort_on_interrupt, agent)
-        while status == 0:
-            try:
-                prompt = await trio.to_thread.run_sync(next, prompts, None, abandon_on_cancel=True)
-            except TemplateError as error:  # nothing of this prompt was sent or saved
-                print(error, file=sys.stderr)
-                status = 2
-                break
-            if prompt is None:
-                break
-            if compactor is not None:
-                try:
-                    await compactor.before_prompt(prompt)
-                except CompactionError as error:
-                    print(f"compaction failed: {error}; the session is unchanged", file=sys.stderr)
-                    status = 1
-                    break
-            agent.prompt(prompt)
-            await agent.wait_for_idle()
-            outcome = agent.state.outcome
-            print(summary(outcome), file=sys.stderr)
-            status = EXIT_CODES.get(outcome.stop_reason, 1)
-        nursery.cancel_scope.cancel()  # the session is over: stop listening for Ctrl-C
-    return status
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -370,8 +116,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--user-root", metavar="DIR", type=Path, default=Path.home() / PROJECT_RESOURCES,
         help=f"your own skills and prompt templates; default ~/{PROJECT_RESOURCES}",
     )
+    parser.add_argument("--mode", choices=MODES, help="text (the default), json or interactive")
+    parser.add_argument("--interactive", action="store_true", help="the same as --mode interactive")
     args = parser.parse_args(argv)
-    if args.prompt is None and sys.stdin.isatty():
+    args.mode = choose_mode(parser, args)
+    if args.mode != "interactive" and args.prompt is None and sys.stdin.isatty():
         parser.error("give a PROMPT, or pipe prompts into stdin, one a line")
     if args.branch is not None and args.session is None:
         parser.error("--branch needs --session")
@@ -394,6 +143,42 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def choose_mode(parser: argparse.ArgumentParser, args: argparse.Namespace) -> str:
+    """--mode, or --interactive; without either, interactive on a terminal with no PROMPT, else text."""
+    if args.interactive and args.mode not in (None, "interactive"):
+        parser.error(f"--interactive contradicts --mode {args.mode}")
+    mode = "interactive" if args.interactive else args.mode
+    if mode is None:
+        on_terminal = sys.stdin.isatty() and sys.stdout.isatty()
+        mode = "interactive" if on_terminal and args.prompt is None else "text"
+    if mode == "interactive" and args.prompt is not None:
+        parser.error("interactive mode takes no PROMPT: type it at the prompt")
+    return mode
+
+
+async def run(
+    args: argparse.Namespace, model: ToolUsingModel, registry: ToolRegistry, session: OpenSession | None,
+    resources: Resources, extensions: Sequence[Extension] = (),
+) -> int:
+    """One Runtime for the whole run, rendered by the chosen mode, and disposed at the end."""
+    limits = ContextLimits(args.context_window, args.reserve_tokens)
+    async with trio.open_nursery() as nursery:
+        runtime = Runtime(
+            model, registry, nursery, system_prompt=resources.sections, extensions=extensions,
+            session=session, limits=limits, max_turns=args.max_turns,
+        )
+        prompts = expand_prompts(read_prompts(args.prompt, sys.stdin), resources.templates)
+        if args.mode == "interactive":
+            status = await run_interactive(runtime, args.session, resources.templates)
+        elif args.mode == "json":
+            status = await run_json(runtime, prompts)
+        else:
+            status = await run_text(runtime, prompts)
+        await runtime.dispose()
+        nursery.cancel_scope.cancel()  # the runtime's queue has ended
+    return status
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the prompt, or every line of stdin; the exit status says how the session ended."""
     args = parse_args(argv)
@@ -411,12 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     extensions = load_extensions(paths, [tool.name for tool in tools])
     registry = ExtensionRegistry(with_skills(tools, resources.skills), extensions)
     try:
-        prompts = expand_prompts(read_prompts(args.prompt, sys.stdin), resources.templates)
-        limits = ContextLimits(args.context_window, args.reserve_tokens)
-        return trio.run(
-            converse, model, registry, prompts, args.max_turns, sys.stdout, session, limits,
-            resources.sections, extensions,
-        )
+        return trio.run(run, args, model, registry, session, resources, extensions)
     except KeyboardInterrupt:  # a second Ctrl-C, or one before the run could listen
         print("\ninterrupted", file=sys.stderr)
         return 130

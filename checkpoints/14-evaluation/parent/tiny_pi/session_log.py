@@ -34,6 +34,7 @@ ENTRY_FIELDS = {
     "message": ("type", "id", "parent_id", "message"),
     "model_change": ("type", "id", "parent_id", "model"),
     "compaction": ("type", "id", "parent_id", "summary", "first_kept_id", "tokens_before"),
+    "system_prompt": ("type", "id", "parent_id", "text"),
 }
 UNCOMMITTED = (
     "uncommitted write: the last line has no final newline (a write cut off mid-way); "
@@ -86,7 +87,18 @@ class CompactionEntry:
     type: str = "compaction"
 
 
-Entry = Union[MessageEntry, ModelChangeEntry, CompactionEntry]
+@frozen
+class SystemPromptEntry:
+    """Metadata: from here on, the system prompt is `text` ("" for none). Written only when it changed."""
+
+    id: str
+    parent_id: str | None
+    line: int
+    text: str
+    type: str = "system_prompt"
+
+
+Entry = Union[MessageEntry, ModelChangeEntry, CompactionEntry, SystemPromptEntry]
 
 
 @frozen
@@ -211,6 +223,10 @@ def entry_from_data(data: dict[str, Any], path: Path, number: int, lines_by_id: 
         return ModelChangeEntry(entry_id, parent_id, number, data["model"])
     if kind == "compaction":
         return compaction_from_data(data, path, number, lines_by_id)
+    if kind == "system_prompt":
+        if not isinstance(data["text"], str):
+            raise SessionError(path, number, f"a system prompt is a string, got {data['text']!r}")
+        return SystemPromptEntry(entry_id, parent_id, number, data["text"])
     try:
         message = message_from_data(data["message"])
     except TranscriptError as error:

@@ -32,6 +32,7 @@ from tiny_pi.session_log import (
     ModelChangeEntry,
     Session,
     SessionError,
+    SystemPromptEntry,
     branch_path,
     read_session,
 )
@@ -49,6 +50,7 @@ class OpenSession:
     writer: SessionWriter
     ids: tuple[str | None, ...] = ()  # each message's entry id; None for a compaction's summary
     measured_from: int = 0  # a usage reported before this message measured a context no longer sent
+    system_prompt: str = ""  # the last system prompt recorded on the path; "" for none
 
 
 def open_session(path: Path, branch: str | None, model: str) -> OpenSession:
@@ -69,7 +71,8 @@ def open_session(path: Path, branch: str | None, model: str) -> OpenSession:
     context, measured_from = resumed_context(path, entries)  # refused before anything is appended
     if current_model(entries) != model:
         writer.append_model_change(model)
-    return OpenSession(tuple(m for _, m in context), writer, tuple(i for i, _ in context), measured_from)
+    messages, ids = tuple(m for _, m in context), tuple(i for i, _ in context)
+    return OpenSession(messages, writer, ids, measured_from, current_system_prompt(entries))
 
 
 def resumed_context(path: Path, entries: list[Entry]) -> tuple[list[tuple[str | None, AgentMessage]], int]:
@@ -94,6 +97,12 @@ def current_model(entries: list[Entry]) -> str | None:
     """The model named by the last model change on the path, if any."""
     changes = [entry.model for entry in entries if isinstance(entry, ModelChangeEntry)]
     return changes[-1] if changes else None
+
+
+def current_system_prompt(entries: list[Entry]) -> str:
+    """The text of the last system prompt entry on the path; "" when none was recorded."""
+    prompts = [entry.text for entry in entries if isinstance(entry, SystemPromptEntry)]
+    return prompts[-1] if prompts else ""
 
 
 class SessionRecorder:
@@ -158,6 +167,8 @@ def describe(entry: Entry) -> str:
         return f"model_change: {entry.model}"
     if isinstance(entry, CompactionEntry):
         return f"compaction: keeps from {entry.first_kept_id}, was ~{entry.tokens_before} tokens"
+    if isinstance(entry, SystemPromptEntry):
+        return f"system_prompt: {' '.join(entry.text.split())[:WORDS]}"
     message = entry.message
     words = " ".join(text_of(message).split())
     if len(words) > WORDS:

@@ -56,6 +56,10 @@ class SessionWriter:
         """Note that the conversation talks to `model` from here on; returns the entry's id."""
         return self.append("model_change", {"model": model})
 
+    def append_system_prompt(self, text: str) -> str:
+        """Note that the system prompt is `text` from here on; returns the entry's id."""
+        return self.append("system_prompt", {"text": text})
+
     def append_compaction(self, summary: str, first_kept_id: str, tokens_before: int) -> str:
         """Note that `summary` replaces the messages before `first_kept_id`; nothing is removed."""
         fields = {"summary": summary, "first_kept_id": first_kept_id, "tokens_before": tokens_before}

@@ -1,0 +1,50 @@
+"""JSON mode: every agent event as one JSON object per line on stdout, and nothing else there.
+
+For a program that drives the agent: it reads stdout line by line and
+never has to parse text meant for people. Each object has a `type` (the
+event's); a run's first object is `agent_start`, its last `agent_end`. The
+event's fields keep their names; messages, tool calls and usage are in the
+IR's saved form (chapter 03: camelCase keys, `message_from_data` reads them
+back); a tool event also carries `tool_call_id`. The growing partial
+message of a model event is left out: `turn_end` carries the whole one.
+Summaries and diagnostics go to stderr, as in text mode.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, Iterator, TextIO
+
+import attrs
+
+from tiny_pi.agent_events import AgentEndEvent, AgentEvent, ToolExecutionEndEvent, ToolExecutionStartEvent
+from tiny_pi.messages.transcript import to_data
+from tiny_pi.modes.text import run_prompts
+from tiny_pi.runtime import Runtime
+
+
+def event_data(event: AgentEvent) -> dict[str, Any]:
+    """One event as JSON data: its type, its public fields (an agent_end's are its outcome's)."""
+    raise NotImplementedError("lab 13.2")
+
+
+def saved_form(value: Any) -> Any:
+    """A record as chapter 03 saves it, a tuple as a list, anything else as it is."""
+    raise NotImplementedError("lab 13.2")
+
+
+class JsonPrinter:
+    """Writes each event as one line of JSON, flushed at once: the reader may be waiting for it."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+
+    def __call__(self, event: AgentEvent) -> None:
+        self.out.write(json.dumps(event_data(event), ensure_ascii=False) + "\n")
+        self.out.flush()
+
+
+async def run_json(runtime: Runtime, prompts: Iterator[str]) -> int:
+    """JSON mode: the prompts as in text mode, the events as JSON lines on stdout."""
+    raise NotImplementedError("lab 13.2")
