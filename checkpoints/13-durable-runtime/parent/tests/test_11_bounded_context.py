@@ -173,8 +173,11 @@ def test_summary_a_resume_whose_compaction_keeps_from_another_branch_is_refused(
     writer.append_compaction("## Summary\nx", elsewhere, 10)  # line 5: keeps from the other branch
     writer.close()
     before = path.read_bytes()
-    with serving(strict_server([])) as server:
-        assert agent(server, project, path, "Next?") == 2
+    from tiny_pi.agent import main
+
+    with serving(strict_server([])) as server:  # no --context-window: reading the session refuses it
+        argv = ["--base-url", server.base_url, "--model", "loopback", "--root", str(project), "--session", str(path)]
+        assert main([*argv, "Next?"]) == 2
 
     assert capsys.readouterr().err.strip() == f"{path}:5: first_kept_id {elsewhere!r} is not on this path"
     assert path.read_bytes() == before
