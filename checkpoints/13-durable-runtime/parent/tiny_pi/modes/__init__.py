@@ -1,6 +1,6 @@
 """The ways to drive a Runtime. Each mode only renders its events and hands it prompts.
 
-- text: the reply streams to stdout, tool lines and the summary to stderr;
+- text: the reply and the tool lines stream to stdout, the summary goes to stderr;
 - json: every agent event as one JSON object per line on stdout;
 - interactive: a prompt loop on a terminal, with steering, Ctrl-C and slash commands.
 """

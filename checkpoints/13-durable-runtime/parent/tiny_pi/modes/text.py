@@ -1,4 +1,4 @@
-"""Text mode: the reply streams to stdout; tool lines and each prompt's summary go to stderr.
+"""Text mode: the reply and the tool lines stream to stdout; each prompt's summary goes to stderr.
 
 It is how `python -m tiny_pi.agent` behaved from chapter 07 on: PROMPT, or
 one prompt per line of stdin, each answered before the next is read; the

@@ -155,7 +155,7 @@ class Interactive:
 
 
 def say(line: str) -> None:
-    """A line for the person at the terminal: on stderr, like the other modes' tool lines."""
+    """A line for the person at the terminal: on stderr, like each prompt's summary, never mixed into the reply."""
     print(line, file=sys.stderr, flush=True)
 
 
