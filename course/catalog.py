@@ -22,6 +22,7 @@ from typing import Any
 from attrs import frozen
 
 from course.errors import ChapterError, UsageError
+from course.parsed_toml import parse_toml
 from course.schema import key, read_table
 
 CHAPTER_FILE = "chapter.toml"
@@ -307,7 +308,7 @@ def load_chapter(root: Path) -> Chapter:
     if not path.is_file():
         raise ChapterError(f"{path}: missing: every chapter directory needs a chapter.toml")
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = parse_toml(path.read_text(encoding="utf-8"), path)
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
         raise ChapterError(f"{path}: not valid TOML: {error}") from None
     top = _Reader(path, "")

@@ -17,12 +17,12 @@ import signal
 import socket
 import subprocess
 import sys
-from pathlib import Path
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from course.run_env import run_environment
 
-HOST_SCRIPT = Path(__file__).with_name("runhost.py")
+# os.path, not pathlib: this module is imported before the host starts, so every import here delays it.
+HOST_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runhost.py")
 
 
 class Spawned:
@@ -72,7 +72,7 @@ def spawn(preload: Sequence[str] = (), env: Mapping[str, str] | None = None) -> 
     ours, theirs = socket.socketpair()
     try:
         process = subprocess.Popen(
-            [sys.executable, "-P", str(HOST_SCRIPT), str(theirs.fileno()), *preload],
+            [sys.executable, "-P", HOST_SCRIPT, str(theirs.fileno()), *preload],
             cwd=os.sep,
             env=dict(env),
             stdin=subprocess.DEVNULL,

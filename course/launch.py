@@ -8,11 +8,20 @@ cores instead of following each other. Every other command starts nothing.
 
 from __future__ import annotations
 
+import atexit
 import gc
 import sys
 
 # The commands that run tests through a RunPool; tests/test_launch.py checks the names.
 RUNS_TESTS = frozenset({"checkpoint", "verify", "test", "practice", "watch"})
+
+# When the process exits, Python's shutdown would walk every object the imports
+# made (about a tenth of a second of a green `course test`) only to find no
+# garbage worth collecting: the operating system takes the memory back. Frozen
+# objects are never walked again. Every file the course writes is closed where
+# it is written, so nothing waits for a collection to be flushed. At exit only:
+# the course's own test suite calls main() many times in one process.
+atexit.register(gc.freeze)
 
 
 def main() -> None:
@@ -29,17 +38,8 @@ def main() -> None:
         if not caused_by_interrupt(error):
             raise
         end_interrupted()
-    try:
-        with endings_as_interrupts():  # SIGTERM and SIGHUP clean up as Ctrl-C does
-            cli_main()
-    finally:
-        # The command is over. Python's shutdown would walk every object the
-        # imports made (about a tenth of a second of a green `course test`)
-        # only to find no garbage worth collecting: the operating system takes
-        # the memory back. Frozen objects are never walked again. Every file
-        # the course writes is closed where it is written, so nothing waits
-        # for a collection to be flushed.
-        gc.freeze()
+    with endings_as_interrupts():  # SIGTERM and SIGHUP clean up as Ctrl-C does
+        cli_main()
 
 
 def runs_tests(args: list[str]) -> bool:

@@ -10,7 +10,7 @@ heavy is imported.
 from __future__ import annotations
 
 import os
-from typing import Mapping
+from collections.abc import Mapping
 
 # Variables that would let the caller's environment change a snapshot's results.
 DROPPED_ENV = (

@@ -35,10 +35,12 @@ REPO = Path(__file__).resolve().parent.parent
 CHECKPOINTS = REPO / "checkpoints"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
-# The index of practice dirs (course/index.py) lives in the user's state dir; the suite's
-# CLI runs keep theirs in a throw-away one, so a test run never touches the real home.
-os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="course-tests-state-")
-atexit.register(shutil.rmtree, os.environ["XDG_STATE_HOME"], ignore_errors=True)
+# The index of practice dirs (course/index.py) lives in the user's state dir, and parsed
+# chapter.toml files (course/parsed_toml.py) in the cache dir; the suite's CLI runs keep
+# theirs in throw-away ones, so a test run never touches the real home.
+for _name, _prefix in (("XDG_STATE_HOME", "course-tests-state-"), ("XDG_CACHE_HOME", "course-tests-cache-")):
+    os.environ[_name] = tempfile.mkdtemp(prefix=_prefix)
+    atexit.register(shutil.rmtree, os.environ[_name], ignore_errors=True)
 # A suite started in the background by a shell without job control inherits SIGINT ignored,
 # and every `course` it starts would too (an ignored signal survives exec): the Ctrl-C tests
 # would then test nothing. The learner's Ctrl-C reaches a foreground command, so restore that.
