@@ -48,7 +48,7 @@ def declared(root: Path, extra: str | None = None) -> list[str]:
 
 def _wanted_by(text: str, extra: str) -> bool:
     """Whether the requirement TEXT (metadata's `name; extra == "x"` form) belongs to EXTRA."""
-    from packaging.requirements import Requirement  # pytest's own dependency
+    from packaging.requirements import Requirement
 
     marker = Requirement(text).marker
     return marker is not None and "extra" in str(marker) and marker.evaluate({"extra": extra})
@@ -58,7 +58,7 @@ def problems(requirements: list[str]) -> list[str]:
     """One phrase per requirement this Python does not meet: 'httpx (not installed)', 'trio 0.22.2 (needs >=0.31)'."""
     import importlib.metadata
 
-    from packaging.requirements import Requirement  # pytest's own dependency
+    from packaging.requirements import Requirement
 
     found = []
     for text in requirements:
@@ -80,8 +80,8 @@ def require_dependencies(root: Path) -> None:
     """Exit 2 with one line when this Python cannot run the chapters' tests."""
     try:
         found = problems(declared(root))
-    except ImportError:  # no packaging means no pytest: say that
-        found = ["pytest (not installed)"]
+    except ImportError:  # packaging is missing: the environment is not the course's
+        found = ["packaging (not installed)"]
     if found:
         raise MissingDependencies(
             f"this Python cannot run the chapters' tests: {', '.join(found)}. "
