@@ -23,6 +23,7 @@ from course.completion import complete_chapter, complete_dir, complete_lab
 from course.context import CourseContext, pass_context
 from course.checklist import ChapterTime
 from course.errors import INTERRUPTED, CourseError, UsageError, caused_by_interrupt
+from course.failures import observed_predictions
 from course.locate import beside, path_problem, suggest
 from course.requirements import require_dependencies
 from course.nextstep import next_step
@@ -330,6 +331,7 @@ def test_command(ctx: CourseContext, chapter_id: str | None, directory: str | No
             "test", checks, duration, chapter=chapter.name, directory=str(place.directory.absolute()), next=step,
             redlight_seen=update.seen.id if update.seen else None,
             redlights_done=[r.id for r in update.done], redlights=dict(update.state.states),
+            predictions=[guess.to_json() for guess in observed_predictions(run, chapter, lab)],
         ))
     else:
         hint = place.command("test", *(["--lab", lab.id] if lab else []), "-v")

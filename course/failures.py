@@ -76,6 +76,9 @@ class Prediction:
     def right(self) -> bool:
         return self.outcome == PASSED
 
+    def to_json(self) -> dict[str, object]:
+        return {"key": self.key, "right": self.right, "outcome": self.outcome, "message": self.message}
+
 
 def prediction_keys(chapter: Chapter) -> list[str]:
     """The keys of an observe chapter's blank starter TOML files: the predictions a learner writes.
@@ -105,10 +108,17 @@ def predictions(run: RunResult, chapter: Chapter, lab: Lab | None = None) -> lis
         if case is None or (lab is not None and not lab.selects(case.node_id)):
             continue
         message = "" if case.outcome == PASSED else readable_message(case.message).removeprefix("Failed: ")
-        if not message:
+        if not message and case.outcome != PASSED:
             message = "not run" if case.outcome == NOT_RUN else case.outcome
         found.append(Prediction(key, case.node_id, case.outcome, message))
     return found
+
+
+def observed_predictions(run: RunResult | None, chapter: Chapter, lab: Lab | None = None) -> list[Prediction]:
+    """The predictions an observe chapter's run judged; none for a rebuild chapter or without a run."""
+    if run is None or chapter.mode != "observe":
+        return []
+    return predictions(run, chapter, lab)
 
 
 def relative(path: str) -> str:

@@ -21,7 +21,7 @@ import click
 from course.catalog import Chapter, Lab
 from course.checklist import Check
 from course.failures import digest as failure_digest
-from course.failures import Prediction, first_failure, predictions, tests_by_lab
+from course.failures import Prediction, first_failure, observed_predictions, tests_by_lab
 from course.locate import shown
 from course.redlights import Update
 from course.verdict_copy import ADDED, CHANGED, DELETED, UNREADABLE, Replaced
@@ -193,7 +193,7 @@ def result_lines(
                   f"  {redlight.test} failed showing {redlight.fragment!r}", f"  {redlight.learn}"]
     else:
         failing = next((check.run for check in checks if not check.ok and check.run is not None), None)
-        guesses = predictions(run, chapter, lab) if run is not None and chapter.mode == "observe" else []
+        guesses = observed_predictions(run, chapter, lab)
         if guesses:
             lines += [] if verdict_first else [""]
             lines += prediction_lines(guesses, chapter)

@@ -192,7 +192,7 @@ def test_the_validator_rejects_what_the_schema_forbids(breakage: str) -> None:
                      "duration": 0.1, "args": [], "running": None}}
     document = {"schema_version": 1, "command": "test", "ok": True, "passed_checks": 1, "total_checks": 1,
                 "duration": 0.2, "chapter": "01-x", "directory": "/d", "next": "", "redlight_seen": None,
-                "redlights_done": [], "redlights": {"1.R1": "done"}, "checks": [check]}
+                "redlights_done": [], "redlights": {"1.R1": "done"}, "checks": [check], "predictions": []}
     validate(document, SCHEMA)
     if breakage == "missing key":
         del document["next"]
@@ -206,3 +206,26 @@ def test_the_validator_rejects_what_the_schema_forbids(breakage: str) -> None:
         document["schema_version"] = 0
     with pytest.raises(Invalid):
         validate(document, SCHEMA)
+
+
+def test_chapter_00s_predictions_are_in_the_document_one_by_one(tmp_path: Path) -> None:
+    """An instructor reads which predictions a learner got right without parsing the lines for people."""
+    from conftest import course
+
+    directory = made_practice(REPO, "00", tmp_path / "p00")
+    written = (REPO / "checkpoints" / "00-prologue" / "target" / "predictions.toml").read_text(encoding="utf-8")
+    wrong = written.replace("turns = 2 ", "turns = 3 ")
+    assert wrong != written
+    (directory / "predictions.toml").write_text(wrong, encoding="utf-8")
+
+    done = course("test", "00", str(directory), "--json")
+
+    document = json.loads(done.stdout)
+    validate(document, SCHEMA)
+    guesses = {guess["key"]: guess for guess in document["predictions"]}
+    assert list(guesses) == ["turns", "tools_start_after", "second_call_roles", "readme_answers",
+                             "no_files_crashes", "no_files_is_error", "no_files_second_turn"]
+    assert guesses["turns"]["right"] is False and guesses["turns"]["outcome"] == "failed"
+    assert guesses["turns"]["message"].startswith("prediction turns:")
+    assert all(guess["right"] and guess["message"] == "" for key, guess in guesses.items() if key != "turns")
+    assert done.returncode == 1 and document["ok"] is False
