@@ -9,10 +9,14 @@ extension a real module written there.
 """
 
 import json
+import os
 import queue
+import subprocess
+import sys
 import textwrap
 import threading
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 import trio
@@ -37,6 +41,8 @@ from tiny_pi.tool_execution import execute_tool_call
 from tiny_pi.toolset import chosen_tools
 
 TIME_LIMIT = 10.0  # a guard against hangs, not a speed test: the machine may be busy
+PROCESS_TIME_LIMIT = 30.0  # a subprocess imports httpx and trio first
+PROJECT = Path(__file__).resolve().parent.parent
 README = "# tiny-pi\nA small agent runtime.\n"
 
 
@@ -432,6 +438,24 @@ def test_live_context_files_and_skills_reach_the_model_and_read_activates_a_skil
     assert f"- summarise: Summarise a file (file: {user_skill})" in system["content"]
     assert "three bullets" not in system["content"]  # the body waits for its activation
     assert sent_messages(server, 1)[-1]["content"] == "Read the file, then write three bullets."
+
+
+def test_live_the_default_user_root_is_tiny_pi_in_a_home_of_the_tests_own(project, empty_home):
+    assert Path.home() == empty_home and not any(empty_home.iterdir())  # tests/conftest.py: never your home
+    user_skill = skill(empty_home / ".tiny_pi", "summarise", "Summarise a file")
+    env = {key: value for key, value in os.environ.items() if "proxy" not in key.lower()}  # HOME included
+    with serving(calling_server("read", {"path": "README.md"})) as server:
+        done = subprocess.run(
+            [sys.executable, "-m", "tiny_pi.agent", "--base-url", server.base_url, "--model", "loopback",
+             "--root", str(project), "Summarise the README."],  # no --user-root: the default
+            cwd=PROJECT, env=env, capture_output=True, text=True, timeout=PROCESS_TIME_LIMIT, check=False,
+        )
+    assert done.returncode == 0, done.stderr
+    system = sent_messages(server, 0)[0]
+    assert system["role"] == "system"  # the skill of the test's home, and nothing else of any home
+    assert [line for line in system["content"].splitlines() if line.startswith("- ")] == [
+        f"- summarise: Summarise a file (file: {user_skill})"
+    ]
 
 
 def test_live_extension_tools_are_offered_besides_the_tools_picked(tmp_path, project, capsys):

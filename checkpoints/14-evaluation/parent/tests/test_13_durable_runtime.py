@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 import trio
-from loopback_server import STREAM_HEAD, LoopbackServer, chunk, readme_model, send_chunk, sse
+from loopback_server import STREAM_HEAD, LoopbackServer, chunk, readme_model, send_chunk, sse, tool_call_chunks
 
 from tiny_pi.messages import AssistantMessage, ToolResultMessage, text_of
 from tiny_pi.messages.transcript import message_from_data
@@ -273,6 +273,44 @@ def test_mode_json_gives_each_prompt_of_stdin_its_own_run(project):
     assert done.returncode == 0, done.stderr
     assert types.count("agent_start") == types.count("agent_end") == 2
     assert types.index("agent_end") + 1 == types.index("agent_start", 1)
+
+
+def test_mode_json_a_reader_that_closes_stdout_aborts_the_run(project):
+    asked_again = threading.Event()  # the second model call has reached the server
+    closed = threading.Event()  # the test has read its line and closed its end of stdout
+
+    async def another_call_once_stdout_is_closed(stream, body):
+        if len(body["messages"]) != 3:  # not the call after the first tool: the README round trip
+            return await readme_model(stream, body)
+        asked_again.set()
+        await trio.to_thread.run_sync(closed.wait, PROCESS_TIME_LIMIT)
+        await stream.send_all(STREAM_HEAD)
+        call = tool_call_chunks("call_2", "write", json.dumps({"path": "NOTES.md", "content": "unread\n"}))
+        for payload in (*call, chunk(finish_reason="tool_calls")):
+            await send_chunk(stream, sse(payload))
+        await send_chunk(stream, b"data: [DONE]\n\n")
+        await stream.send_all(b"0\r\n\r\n")
+
+    with serving(another_call_once_stdout_is_closed) as server:
+        args = command(server, project, "--mode", "json", "--tools", "read,write", "What is this project called?")
+        process = subprocess.Popen(args, cwd=PROJECT, env=environment(), stdin=subprocess.DEVNULL,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            first_line = process.stdout.readline()
+            assert asked_again.wait(PROCESS_TIME_LIMIT), "the second model call never came"
+            process.stdout.close()  # what `| head -1` does once it has its line
+            closed.set()
+            _, stderr = process.communicate(timeout=PROCESS_TIME_LIMIT)
+        finally:
+            process.kill()
+
+    assert json.loads(first_line) == {"type": "agent_start"}
+    assert process.returncode == 130, stderr  # aborted, like Ctrl-C
+    assert "[aborted] turns: 2" in stderr
+    for noise in ("BrokenPipeError", "Traceback", "Exception ignored"):
+        assert noise not in stderr
+    assert not (project / "NOTES.md").exists()  # the second tool call never ran
+    assert len(server.requests) == 2  # and no third model call was made
 
 
 def test_mode_an_unknown_mode_fails_before_any_prompt(project, tmp_path):

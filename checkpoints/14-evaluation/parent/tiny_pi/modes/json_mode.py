@@ -7,14 +7,16 @@ event's fields keep their names; messages, tool calls and usage are in the
 IR's saved form (chapter 03: camelCase keys, `message_from_data` reads them
 back); a tool event also carries `tool_call_id`. The growing partial
 message of a model event is left out: `turn_end` carries the whole one.
-Summaries and diagnostics go to stderr, as in text mode.
+Summaries and diagnostics go to stderr, as in text mode. A reader that
+closes stdout aborts the run: nobody is left to read what it does.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
-from typing import Any, Iterator, TextIO
+from typing import Any, Callable, Iterator, TextIO
 
 import attrs
 
@@ -46,17 +48,35 @@ def saved_form(value: Any) -> Any:
 
 
 class JsonPrinter:
-    """Writes each event as one line of JSON, flushed at once: the reader may be waiting for it."""
+    """Writes each event as one line of JSON, flushed at once: the reader may be waiting for it.
 
-    def __init__(self, out: TextIO) -> None:
+    A reader that goes away (`| head -1`) closes the pipe, and the next write raises
+    BrokenPipeError. Nobody reads what the agent does from then on, so the printer
+    calls `on_closed` (JSON mode passes `runtime.abort`) for that event and every
+    later one, and drops them. The stream's file descriptor is pointed at os.devnull:
+    Python flushes stdout once more at exit, and that flush must not fail again.
+    """
+
+    def __init__(self, out: TextIO, on_closed: Callable[[], None]) -> None:
         self.out = out
+        self.on_closed = on_closed
+        self.closed = False
 
     def __call__(self, event: AgentEvent) -> None:
-        self.out.write(json.dumps(event_data(event), ensure_ascii=False) + "\n")
-        self.out.flush()
+        if not self.closed:
+            try:
+                self.out.write(json.dumps(event_data(event), ensure_ascii=False) + "\n")
+                self.out.flush()
+            except BrokenPipeError:
+                self.closed = True
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, self.out.fileno())
+                os.close(devnull)
+        if self.closed:
+            self.on_closed()
 
 
 async def run_json(runtime: Runtime, prompts: Iterator[str]) -> int:
-    """JSON mode: the prompts as in text mode, the events as JSON lines on stdout."""
-    runtime.subscribe(JsonPrinter(sys.stdout))
+    """JSON mode: the prompts as in text mode, the events as JSON lines on stdout; closing it aborts the run."""
+    runtime.subscribe(JsonPrinter(sys.stdout, runtime.abort))
     return await run_prompts(runtime, prompts)
