@@ -12,13 +12,12 @@ cannot name a dir (a NUL in it, say) is skipped.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import tempfile
 import time
 from pathlib import Path
 
+from course.atomic import replace_text
 from course.catalog import Catalog, Chapter
 from course.locate import chapter_of
 
@@ -55,18 +54,7 @@ def _usable(directory: object) -> bool:
 
 def _write(entries: list[dict[str, object]]) -> None:
     """Atomically, and never fatal: a read-only home only means the index forgets."""
-    path = index_path()
-    temporary = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(prefix=".index-", dir=path.parent)
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            json.dump({"dirs": entries}, stream, indent=2)
-        os.replace(temporary, path)
-    except OSError:
-        if temporary is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary)
+    replace_text(index_path(), json.dumps({"dirs": entries}, indent=2))
 
 
 def remember(directory: Path, chapter: Chapter, course_root: Path) -> None:

@@ -22,6 +22,8 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from course.atomic import replace_text
+
 
 def store_dir() -> Path:
     """XDG_CACHE_HOME's (or ~/.cache's) tiny-pi-course/parsed-toml."""
@@ -49,10 +51,4 @@ def _keep(entry: Path, value: dict[str, Any]) -> None:
         encoded = json.dumps(value)
     except (TypeError, ValueError):  # a TOML date has no JSON form: such a file is parsed every time
         return
-    try:
-        entry.parent.mkdir(parents=True, exist_ok=True)
-        temporary = entry.with_name(f".{entry.name}.{os.getpid()}.tmp")
-        temporary.write_text(encoded, encoding="utf-8")
-        temporary.replace(entry)  # atomic: a reader sees the old entry or the new, never half of one
-    except OSError:
-        pass
+    replace_text(entry, encoded)

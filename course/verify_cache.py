@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from course.atomic import replace_text
 from course.catalog import Catalog, Chapter
 from course.lineage import is_ignored
 
@@ -79,11 +80,4 @@ def load(key: str) -> list[dict[str, Any]] | None:
 
 def store(key: str, checks: list[dict[str, Any]]) -> None:
     """Keep a story's checks; a cache that cannot be written only costs time next run."""
-    directory = cache_dir()
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        temporary = directory / f".{key}.{os.getpid()}.tmp"
-        temporary.write_text(json.dumps(checks), encoding="utf-8")
-        temporary.replace(directory / f"{key}.json")
-    except OSError:
-        pass
+    replace_text(cache_dir() / f"{key}.json", json.dumps(checks))
