@@ -93,7 +93,7 @@ def check_installed(root: Path) -> None:
 
 
 def _missing(what: str) -> str:
-    return f"the local model needs the {EXTRA} extra ({what}): {INSTALL}"
+    return f"the local model needs the {EXTRA} extra ({what}): {INSTALL} in the course's checkout, not in a practice dir"
 
 
 def server_command(weights: Path, host: str, port: int, python: str = sys.executable) -> tuple[str, ...]:
