@@ -299,6 +299,27 @@ def test_run_bash_is_offered_only_when_the_task_lists_it(dirs):
     assert (without.status, with_bash.status) == ("fail", "pass")
 
 
+def skill_file(name):
+    """A SKILL.md as chapter 12 reads it: front matter with name and description, then a body."""
+    return f"---\nname: {name}\ndescription: The {name} rules.\n---\nFollow the {name} rules.\n"
+
+
+def test_run_the_agent_gets_the_tasks_resources_and_never_the_evaluators(dirs, empty_home):
+    tasks, out = dirs
+    (empty_home / ".tiny_pi" / "skills" / "house-style").mkdir(parents=True)
+    (empty_home / ".tiny_pi" / "skills" / "house-style" / "SKILL.md").write_text(skill_file("house-style"))
+    files = {"README.md": README, ".tiny_pi/skills/task-style/SKILL.md": skill_file("task-style")}
+    task = load_task(write_task(tasks, "name", NAME_TASK.replace("TOOLS", '"read", "write"'), files))
+    with serving(WRITE_NAME) as server:
+        verdict = run_task(task, Settings(server.base_url, "loopback", out))
+
+    system = server.requests[0][1]["messages"][0]
+    assert system["role"] == "system" and "- task-style: The task-style rules." in system["content"]
+    assert "house-style" not in system["content"]  # the evaluator's ~/.tiny_pi stays out of the run
+    assert "house-style" not in (out / "name" / "session.jsonl").read_text()  # and out of its evidence
+    assert verdict.status == "pass"
+
+
 def test_run_the_time_limit_kills_the_agent_and_fails_the_task(dirs):
     tasks, out = dirs
     task = load_task(write_task(tasks, "slow", NAME_TASK.replace("TOOLS", '"read"').replace("20", "1")))

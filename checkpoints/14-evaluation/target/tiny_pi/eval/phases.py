@@ -8,8 +8,10 @@ task's result says `infrastructure`, never that the agent failed the task.
 Evidence goes to OUT/NAME/: session.jsonl (the agent's session log),
 agent.log (its stdout and stderr), workspace/ (the files as the agent left
 them) and checks.json (each check's result). The agent works in a copy,
-OUT/NAME/run/, which the phase clean up removes; the task directory is only
-ever read.
+OUT/NAME/run/, with an empty OUT/NAME/user-root/ as its --user-root, so
+that no skill or prompt template of the evaluator's ~/.tiny_pi changes the
+run; the phase clean up removes both, and the task directory is only ever
+read.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from tiny_pi.session_log import MessageEntry, SessionError, read_session
 
 PASS, FAIL, INFRASTRUCTURE = "pass", "fail", "infrastructure"
 COPY, SESSION, AGENT_LOG, WORKSPACE, CHECKS = "run", "session.jsonl", "agent.log", "workspace", "checks.json"
+USER_ROOT = "user-root"  # the agent's --user-root: empty, so the run depends on the task alone
 AGENT = (sys.executable, "-P", "-m", "tiny_pi.agent")  # -P: never import from the workspace
 
 Judge = Callable[[Task, Path], list[CheckResult]]
@@ -103,9 +106,10 @@ def run_task(task: Task, settings: Settings, judge: Judge = judge_checks) -> Tas
 
 
 def prepare(task: Task, evidence: Path) -> None:
-    """A fresh evidence directory and a fresh copy of the task's workspace for the agent."""
+    """A fresh evidence directory, a fresh copy of the task's workspace and an empty user root for the agent."""
     try:
         evidence.mkdir(parents=True)
+        (evidence / USER_ROOT).mkdir()
         if task.workspace.is_dir():
             shutil.copytree(task.workspace, evidence / COPY, symlinks=True)
         else:
@@ -119,6 +123,7 @@ def execute(task: Task, settings: Settings, evidence: Path) -> Finished:
     argv = [
         *settings.agent, "--base-url", settings.base_url, "--model", settings.model,
         "--root", str(evidence / COPY), "--session", str(evidence / SESSION),
+        "--user-root", str(evidence / USER_ROOT),
         "--tools", ",".join(task.tools), "--max-turns", str(task.max_turns), "--", task.prompt,
     ]
     try:
@@ -199,6 +204,7 @@ def closed(result: TaskResult, finished: Finished | None, evidence: Path) -> Tas
     try:
         dispose(finished)
         clean_up(evidence / COPY)
+        clean_up(evidence / USER_ROOT)
     except InfrastructureError as error:
         if result.status != INFRASTRUCTURE:
             return attrs.evolve(result, status=INFRASTRUCTURE, failure=error.failure, phase=error.phase,
@@ -216,10 +222,10 @@ def dispose(finished: Finished | None) -> None:
         raise InfrastructureError("dispose", "dispose-failed", str(error)) from None
 
 
-def clean_up(copy: Path) -> None:
-    """Remove the agent's working copy: the evidence keeps the workspace as the agent left it."""
+def clean_up(scratch: Path) -> None:
+    """Remove the agent's working copy or its user root: the evidence keeps the workspace as the agent left it."""
     try:
-        shutil.rmtree(copy, ignore_errors=False)
+        shutil.rmtree(scratch, ignore_errors=False)
     except FileNotFoundError:
         return
     except OSError as error:
