@@ -145,6 +145,26 @@ def test_a_run_never_sees_the_callers_pythonpath_colours_or_another_tiny_pi(
     assert not (snap / ".pytest_cache").exists()
 
 
+def test_a_dir_run_again_right_after_an_edit_is_judged_on_the_edit(tmp_path: Path, run) -> None:
+    """Python checks bytecode against a file's size and whole-second mtime: an edit that keeps both must count.
+
+    Runs write no bytecode (PYTHONDONTWRITEBYTECODE), so nothing compiled from the
+    code before the edit is there to be reused; this guards that choice.
+    """
+    snap = snapshot(tmp_path / "s", """
+        import tiny_pi
+        def test_value():
+            assert tiny_pi.VALUE == 1
+    """, package="VALUE = 1\n")
+    module = snap / "tiny_pi" / "__init__.py"
+    assert run(snap).passed == 1
+    stamp = module.stat()
+    module.write_text("VALUE = 2\n")  # same size
+    os.utime(module, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))  # and the same modification time
+    result = run(snap)
+    assert result.failed == 1 and "assert 2 == 1" in result.output, result.output
+
+
 def test_a_run_collects_garbage_as_a_plain_pytest_run_does(tmp_path: Path, run) -> None:
     """The host imports with the collector off (start-up time) and freezes what it imported:
     the run's child must still collect its own cycles, or a test that makes them runs out of memory."""
