@@ -47,6 +47,7 @@ import json
 import os
 import resource
 import select
+import shutil
 import signal
 import socket
 import sys
@@ -306,8 +307,25 @@ def serve(control: socket.socket, spec: dict, fds: list[int]) -> None:
     status, timed_out, cancelled = _wait(child, float(spec["time_limit"]), control)
     status = _sweep(child, status)
     _send(control, {"exit": _exit_code(status), "timed_out": timed_out})
+    _forget_bytecode(spec["directory"])
     if cancelled:
         _quit(control)
+
+
+def _forget_bytecode(directory: str) -> None:
+    """Remove the bytecode a run compiled from the files of its directory.
+
+    Runs write bytecode under one cache of the course's (PYTHONPYCACHEPREFIX,
+    course/run_env.py), never into the directory they run in. There a library's
+    bytecode serves every later run, and the copy's serves the run's own
+    processes: a test that starts `python -m tiny_pi...` does not compile the
+    package again. The copy's goes with the run: Python checks bytecode against
+    a file's size and modification time in whole seconds, so a directory run
+    again within a second of an edit (a red-light patch applied to a copy
+    just run) could otherwise be judged on the code before the edit.
+    """
+    if sys.pycache_prefix:
+        shutil.rmtree(os.path.join(sys.pycache_prefix, directory.lstrip(os.sep)), ignore_errors=True)
 
 
 def _wait(child: int, limit: float, control: socket.socket) -> tuple[int | None, bool, bool]:

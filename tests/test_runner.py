@@ -23,6 +23,7 @@ from course.runner import (
 )
 from course.results import XFAILED
 from hostile_helpers import alive, kill_pid_file
+from course.run_env import bytecode_cache
 
 INI = "[pytest]\npythonpath = .\ntestpaths = tests\n"
 
@@ -134,7 +135,7 @@ def test_a_run_never_sees_the_callers_pythonpath_colours_or_another_tiny_pi(
             assert "PY_COLORS" not in os.environ
             assert (os.environ["TERM"], os.environ["COLUMNS"], os.environ["NO_COLOR"]) == ("dumb", "80", "1")
             assert os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] == "1"
-            assert os.environ["PYTHONDONTWRITEBYTECODE"] == "1"
+            assert "PYTHONDONTWRITEBYTECODE" not in os.environ
         def test_colour_free_failure():
             assert "red" == "green"
     """, package="WHO = 'own'\n")
@@ -145,11 +146,35 @@ def test_a_run_never_sees_the_callers_pythonpath_colours_or_another_tiny_pi(
     assert not (snap / ".pytest_cache").exists()
 
 
+def test_a_runs_processes_share_its_bytecode_outside_the_dir_and_it_goes_with_the_run(
+    tmp_path: Path, monkeypatch, run
+) -> None:
+    """Compiled once per run, not once per process the tests start; never written into the dir."""
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")  # the caller's choice is not the run's
+    monkeypatch.setenv("PYTHONPYCACHEPREFIX", str(tmp_path / "callers-cache"))
+    snap = snapshot(tmp_path / "s", """
+        import importlib.util, os, subprocess, sys, tiny_pi
+        def test_a_started_process_finds_the_package_compiled():
+            cached = importlib.util.cache_from_source(tiny_pi.__file__)
+            assert os.path.isfile(cached) and cached.startswith(os.environ["PYTHONPYCACHEPREFIX"] + os.sep)
+            assert not cached.startswith(os.path.dirname(tiny_pi.__file__))
+            seen = subprocess.run([sys.executable, "-c", "import sys; print(sys.pycache_prefix)"],
+                                  capture_output=True, text=True, check=True).stdout.strip()
+            assert seen == os.environ["PYTHONPYCACHEPREFIX"]
+    """, package="WHO = 'own'\n")
+    result = run(snap)
+    assert result.passed == 1, result.output
+    prefix = Path(bytecode_cache(os.environ))
+    assert not (tmp_path / "callers-cache").exists()
+    assert prefix.is_dir() and not (prefix / str(snap).lstrip(os.sep)).exists(), "the run's own bytecode outlived it"
+    assert not list(snap.rglob("__pycache__"))
+
+
 def test_a_dir_run_again_right_after_an_edit_is_judged_on_the_edit(tmp_path: Path, run) -> None:
     """Python checks bytecode against a file's size and whole-second mtime: an edit that keeps both must count.
 
-    Runs write no bytecode (PYTHONDONTWRITEBYTECODE), so nothing compiled from the
-    code before the edit is there to be reused; this guards that choice.
+    A run's bytecode of its own dir is removed when the run ends (course/runhost.py),
+    so nothing compiled from the code before the edit is there to be reused.
     """
     snap = snapshot(tmp_path / "s", """
         import tiny_pi
