@@ -275,7 +275,12 @@ def test_mode_json_gives_each_prompt_of_stdin_its_own_run(project):
     assert types.index("agent_end") + 1 == types.index("agent_start", 1)
 
 
-def test_mode_json_a_reader_that_closes_stdout_aborts_the_run(project):
+def close_stdout_during_the_second_call(project, *mode):
+    """Run the README round trip in `mode`, read one line of stdout, then close it as `| head -1` does.
+
+    The server holds its second answer until stdout is closed, then asks for a `write`
+    that nobody would see. Returns the line read, the exit status, stderr and the requests.
+    """
     asked_again = threading.Event()  # the second model call has reached the server
     closed = threading.Event()  # the test has read its line and closed its end of stdout
 
@@ -292,7 +297,7 @@ def test_mode_json_a_reader_that_closes_stdout_aborts_the_run(project):
         await stream.send_all(b"0\r\n\r\n")
 
     with serving(another_call_once_stdout_is_closed) as server:
-        args = command(server, project, "--mode", "json", "--tools", "read,write", "What is this project called?")
+        args = command(server, project, *mode, "--tools", "read,write", "What is this project called?")
         process = subprocess.Popen(args, cwd=PROJECT, env=environment(), stdin=subprocess.DEVNULL,
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
@@ -303,14 +308,30 @@ def test_mode_json_a_reader_that_closes_stdout_aborts_the_run(project):
             _, stderr = process.communicate(timeout=PROCESS_TIME_LIMIT)
         finally:
             process.kill()
+    return first_line, process.returncode, stderr, server.requests
 
-    assert json.loads(first_line) == {"type": "agent_start"}
-    assert process.returncode == 130, stderr  # aborted, like Ctrl-C
+
+def assert_aborted_quietly(project, returncode, stderr, requests):
+    assert returncode == 130, stderr  # aborted, like Ctrl-C
     assert "[aborted] turns: 2" in stderr
     for noise in ("BrokenPipeError", "Traceback", "Exception ignored"):
         assert noise not in stderr
     assert not (project / "NOTES.md").exists()  # the second tool call never ran
-    assert len(server.requests) == 2  # and no third model call was made
+    assert len(requests) == 2  # and no third model call was made
+
+
+def test_mode_json_a_reader_that_closes_stdout_aborts_the_run(project):
+    first_line, *ending = close_stdout_during_the_second_call(project, "--mode", "json")
+
+    assert json.loads(first_line) == {"type": "agent_start"}
+    assert_aborted_quietly(project, *ending)
+
+
+def test_mode_text_a_reader_that_closes_stdout_aborts_the_run(project):
+    first_line, *ending = close_stdout_during_the_second_call(project, "--mode", "text")
+
+    assert first_line == "I will read the README first.\n"
+    assert_aborted_quietly(project, *ending)
 
 
 def test_mode_an_unknown_mode_fails_before_any_prompt(project, tmp_path):

@@ -9,10 +9,11 @@ JSON mode reuses this loop with another printer.
 from __future__ import annotations
 
 import json
+import os
 import signal as signals
 import sys
 import unicodedata
-from typing import Iterator, TextIO
+from typing import Callable, Iterator, TextIO
 
 import trio
 
@@ -26,13 +27,31 @@ EXIT_CODES = {"stop": 0, "aborted": 130}  # every other end is a failure: 1
 
 
 class TerminalPrinter:
-    """Shows a run as it happens: reply text as it streams, one line per tool call and result."""
+    """Shows a run as it happens: reply text as it streams, one line per tool call and result.
 
-    def __init__(self, out: TextIO) -> None:
+    A reader that goes away (`| head -1`) is handled as in JSON mode: the first
+    BrokenPipeError silences `out`, and that event and every later one call
+    `on_closed` instead (text mode passes `runtime.abort`).
+    """
+
+    def __init__(self, out: TextIO, on_closed: Callable[[], None] = lambda: None) -> None:
         self.out = out
+        self.on_closed = on_closed
+        self.closed = False
         self.mid_line = False
 
     def __call__(self, event: AgentEvent) -> None:
+        if not self.closed:
+            try:
+                self.show(event)
+            except BrokenPipeError:
+                self.closed = True
+                silence(self.out)
+        if self.closed:
+            self.on_closed()
+
+    def show(self, event: AgentEvent) -> None:
+        """Print what `event` adds to the screen, if anything."""
         match event.type:
             case "text_delta":
                 self.write(printable(event.delta, keep="\n\t"))
@@ -58,6 +77,16 @@ class TerminalPrinter:
         """End the line in progress, if there is one."""
         if self.mid_line:
             self.write("\n")
+
+
+def silence(out: TextIO) -> None:
+    """Point `out`'s file descriptor at os.devnull: its reader is gone.
+
+    Python flushes stdout once more at exit; that flush must not fail again.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, out.fileno())
+    os.close(devnull)
 
 
 def printable(piece: str, keep: str = "") -> str:
@@ -174,6 +203,6 @@ def prompt_status(runtime: Runtime) -> int:
 
 
 async def run_text(runtime: Runtime, prompts: Iterator[str]) -> int:
-    """Text mode: stream each reply to stdout."""
-    runtime.subscribe(TerminalPrinter(sys.stdout))
+    """Text mode: stream each reply to stdout; closing it aborts the run."""
+    runtime.subscribe(TerminalPrinter(sys.stdout, runtime.abort))
     return await run_prompts(runtime, prompts)

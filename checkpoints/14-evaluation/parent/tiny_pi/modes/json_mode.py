@@ -14,7 +14,6 @@ closes stdout aborts the run: nobody is left to read what it does.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from typing import Any, Callable, Iterator, TextIO
 
@@ -22,7 +21,7 @@ import attrs
 
 from tiny_pi.agent_events import AgentEndEvent, AgentEvent, ToolExecutionEndEvent, ToolExecutionStartEvent
 from tiny_pi.messages.transcript import to_data
-from tiny_pi.modes.text import run_prompts
+from tiny_pi.modes.text import run_prompts, silence
 from tiny_pi.runtime import Runtime
 
 
@@ -53,8 +52,7 @@ class JsonPrinter:
     A reader that goes away (`| head -1`) closes the pipe, and the next write raises
     BrokenPipeError. Nobody reads what the agent does from then on, so the printer
     calls `on_closed` (JSON mode passes `runtime.abort`) for that event and every
-    later one, and drops them. The stream's file descriptor is pointed at os.devnull:
-    Python flushes stdout once more at exit, and that flush must not fail again.
+    later one, and drops them; `silence` points the stream at os.devnull.
     """
 
     def __init__(self, out: TextIO, on_closed: Callable[[], None]) -> None:
@@ -69,9 +67,7 @@ class JsonPrinter:
                 self.out.flush()
             except BrokenPipeError:
                 self.closed = True
-                devnull = os.open(os.devnull, os.O_WRONLY)
-                os.dup2(devnull, self.out.fileno())
-                os.close(devnull)
+                silence(self.out)
         if self.closed:
             self.on_closed()
 
