@@ -17,18 +17,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import tomllib
 from pathlib import Path
 from typing import Any
 
 from course.atomic import replace_text
+from course.run_env import cache_home
 
 
 def store_dir() -> Path:
-    """XDG_CACHE_HOME's (or ~/.cache's) tiny-pi-course/parsed-toml."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "tiny-pi-course" / "parsed-toml"
+    """The course's cache (course.run_env.cache_home), parsed-toml."""
+    return Path(cache_home()) / "parsed-toml"
 
 
 def parse_toml(text: str, path: Path) -> dict[str, Any]:

@@ -49,6 +49,15 @@ def run_environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 def bytecode_cache(env: Mapping[str, str]) -> str:
-    """XDG_CACHE_HOME's (or ~/.cache's) tiny-pi-course/bytecode."""
+    """The course's cache (cache_home, from `env`), bytecode."""
+    return os.path.join(cache_home(env), "bytecode")
+
+
+def cache_home(env: Mapping[str, str] = os.environ) -> str:
+    """XDG_CACHE_HOME's (or ~/.cache's) tiny-pi-course: stored verdicts, parsed chapter.toml, run bytecode.
+
+    Here, with the standard library only, because the run host's environment needs it
+    before anything heavy is imported.
+    """
     base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "tiny-pi-course", "bytecode")
+    return os.path.join(base, "tiny-pi-course")

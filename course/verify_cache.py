@@ -22,6 +22,7 @@ from typing import Any
 from course.atomic import replace_text
 from course.catalog import Catalog, Chapter
 from course.lineage import is_ignored
+from course.run_env import cache_home
 
 STORY_PARTS = ("chapter.toml", "parent", "target", "redlight")
 LIBRARIES = ("pytest", "pluggy", "trio", "attrs", "httpx", "hypothesis")
@@ -33,8 +34,7 @@ def cache_dir() -> Path:
     override = os.environ.get("COURSE_CACHE")
     if override:
         return Path(override)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "tiny-pi-course" / "verify"
+    return Path(cache_home()) / "verify"
 
 
 def _add_tree(digest: Any, root: Path, label: str) -> None:
