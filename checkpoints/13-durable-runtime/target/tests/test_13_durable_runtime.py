@@ -357,19 +357,20 @@ def test_mode_ctrl_c_while_compacting_aborts_the_prompt_and_keeps_the_file(proje
     from tiny_pi.agent import main
 
     path = tmp_path / "session.jsonl"
-    limits = ["--session", str(path), "--context-window", "120", "--reserve-tokens", "20"]  # a third prompt compacts
-    held = threading.Event()
+    limits = ["--session", str(path), "--context-window", "120", "--reserve-tokens", "20"]  # every later prompt compacts
+    holding, held = threading.Event(), threading.Event()
 
     async def hold_the_summary(stream, body):
-        if "tools" in body:
+        if "tools" in body or not holding.is_set():  # the second prompt's summary is the round trip's first words
             return await readme_model(stream, body)
         held.set()
-        await trio.sleep_forever()  # the summary never comes
+        await trio.sleep_forever()  # the third prompt's summary never comes
 
     with serving(hold_the_summary) as server:
         argv = ["--base-url", server.base_url, "--model", "loopback", "--root", str(project), *limits]
         assert [main([*argv, question]) for question in ("First?", "Second?")] == [0, 0]
         before = path.read_bytes()
+        holding.set()
         process = subprocess.Popen(command(server, project, *limits, "Third?"), cwd=PROJECT, env=environment(),
                                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
