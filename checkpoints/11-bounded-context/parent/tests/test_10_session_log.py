@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -44,6 +45,18 @@ from tiny_pi.tools import ToolRegistry
 
 TIME_LIMIT = 10.0  # a guard against hangs, not a speed test: the machine may be busy
 PROCESS_TIME_LIMIT = 30.0  # a subprocess imports httpx and trio first
+
+
+def wait_while_running(event, process, what, printed=lambda: ""):
+    """Wait for `event` (set by the server) only while `process` runs: a child that has exited never sets it."""
+    deadline = time.monotonic() + PROCESS_TIME_LIMIT
+    while not event.wait(0.05):
+        if process.poll() is not None:
+            shown = printed()
+            shown = shown.decode("utf-8", errors="replace") if isinstance(shown, bytes) else shown
+            raise AssertionError(f"{what}: the agent exited first, status {process.returncode}; it printed:\n{shown}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} within {PROCESS_TIME_LIMIT:.0f} s")
 PROJECT = Path(__file__).resolve().parent.parent
 README = "# tiny-pi\nA small agent runtime.\n"
 CALL = ToolCall(id="call_1", name="read", arguments={"path": "README.md"})
@@ -514,7 +527,7 @@ def test_live_kill_9_during_a_model_call_loses_nothing_written_before_it(tmp_pat
                    "--root", str(project), "--session", str(path), "What is this project called?"]
         process = subprocess.Popen(command, cwd=PROJECT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         try:
-            assert held.wait(PROCESS_TIME_LIMIT), process.stderr.read() if process.poll() is not None else ""
+            wait_while_running(held, process, "the second model call never came", process.stderr.read)
         finally:
             process.send_signal(signal.SIGKILL)
             process.wait(PROCESS_TIME_LIMIT)

@@ -420,4 +420,31 @@ def test_live_a_summary_too_long_to_fit_is_said(tmp_path, project, capsys):
         for question in ("First?", "Second?", "Third?"):
             assert agent(server, project, path, question) == 0
 
-    assert "the summary and the kept messages still exceed 441 tokens; sending them anyway" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert re.search(r"compaction: the next model call sends ~\d+ tokens, over N - R = 441", err)
+
+
+def test_live_a_resumed_conversation_is_brought_within_the_limit_before_its_first_call(tmp_path, project, capsys):
+    path = tmp_path / "session.jsonl"
+    (project / "README.md").write_text(README + "One more line about the project.\n" * 300, encoding="utf-8")
+    summaries = []
+    with serving(strict_server(summaries)) as server:
+        assert agent(server, project, path, "First?", "--context-window", "100000") == 0
+        requests_before = len(server.requests)
+        assert agent(server, project, path, "Short?", "--context-window", "3000", "--reserve-tokens", "500") == 0
+        first = next(r for r in server.requests[requests_before:] if "tools" in r[1])
+        requests_resumed = len(server.requests)
+        assert agent(server, project, path, "Again?", "--context-window", "100000") == 0
+
+    assert len(summaries) == 1 and "First?" in summaries[0]["messages"][1]["content"]
+    sent = contents(first)  # the prompt is the newest interaction: all that came before it was summarised
+    assert sent[0].startswith(SUMMARY_INTRO) and sent[1:] == ["Short?"]
+    entries = read_session(path).entries
+    compaction = next(e for e in entries if isinstance(e, CompactionEntry))
+    short = next(e for e in entries if isinstance(e, MessageEntry) and text_of(e.message) == "Short?")
+    assert compaction.first_kept_id == short.id
+    resumed = contents(server.requests[requests_resumed])
+    assert resumed[0].startswith(SUMMARY_INTRO) and resumed[1] == "Short?" and "First?" not in resumed
+    err = capsys.readouterr().err  # the run's own README read is over the limit on its own: said, call by call
+    assert err.count("[compaction] ~") == 1
+    assert re.search(r"compaction: the next model call sends ~\d+ tokens, over N - R = 2500", err)

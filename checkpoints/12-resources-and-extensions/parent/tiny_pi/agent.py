@@ -56,7 +56,6 @@ from tiny_pi.compaction import (
     ContextLimits,
     context_tokens,
     default_reserve,
-    estimate_tokens,
     find_cut,
     fixed_tokens,
     keep_budget,
@@ -214,11 +213,16 @@ class Compactor:
         self.said: set[str] = set()  # the notices given since the last prompt
 
     async def before_prompt(self, prompt: str) -> None:
-        """Compact for the prompt's first model call; a CompactionError leaves everything as it was."""
+        """Compact for the prompt's first model call; a CompactionError leaves everything as it was.
+
+        The prompt is the newest interaction, so everything before it may be
+        summarised: the check runs on the transcript with the prompt at its end,
+        and the prompt is taken off again, for the run adds it.
+        """
         self.said.clear()
         self.prompt_checked = True
-        extra = estimate_tokens(user_message(prompt))
-        self.agent.replace_messages(await self.compacted(self.agent.messages, extra))
+        checked = await self.compacted([*self.agent.messages, user_message(prompt)])
+        self.agent.replace_messages(checked[:-1])
 
     async def before_call(self, messages: list[AgentMessage]) -> list[AgentMessage]:
         """The loop's seam: compact before a later call of the run; a failed summary sends the context as it is."""
@@ -231,11 +235,11 @@ class Compactor:
             print(f"compaction failed: {error}; sending the context as it is", file=sys.stderr)
             return messages
 
-    async def compacted(self, messages: Sequence[AgentMessage], extra: int = 0) -> list[AgentMessage]:
-        """`messages`, or the summary and the kept messages if they and `extra` tokens would exceed N - R."""
+    async def compacted(self, messages: Sequence[AgentMessage]) -> list[AgentMessage]:
+        """`messages`, or the summary and the kept messages if `messages` would exceed N - R."""
         limit = self.limits.window - self.limits.reserve
         fixed = fixed_tokens(self.agent.system_prompt, self.registry.specs())
-        tokens = context_tokens(messages, fixed, self.measured_from) + extra
+        tokens = context_tokens(messages, fixed, self.measured_from)
         if tokens <= limit:
             return list(messages)
         cut = find_cut(messages, keep_budget(self.limits.window, self.limits.reserve, fixed))
@@ -244,18 +248,18 @@ class Compactor:
                                     "is over the budget; it is kept whole")
         if only_a_summary(messages[: cut.index]):
             self.say_once("nothing", "compaction: nothing older to summarise; sending the context as it is")
+            say_over_limit(tokens, limit)
             return list(messages)
         summary = await summarise(self.model, messages[: cut.index])
         if self.recorder is not None:
             self.recorder.record_compaction(summary, cut.index, tokens)
         kept = [summary_message(summary), *messages[cut.index :]]
         self.measured_from = len(kept)
-        after = context_tokens(kept, fixed, self.measured_from) + extra
+        after = context_tokens(kept, fixed, self.measured_from)
         print(f"[compaction] ~{tokens} -> ~{after} tokens: {cut.index} messages summarised, "
               f"{len(messages) - cut.index} kept", file=sys.stderr)
         if after > limit:  # a long summary, or a newest interaction over budget
-            print(f"compaction: the summary and the kept messages still exceed {limit} tokens; sending them anyway",
-                  file=sys.stderr)
+            say_over_limit(after, limit)
         return kept
 
     def say_once(self, kind: str, line: str) -> None:
@@ -263,6 +267,11 @@ class Compactor:
         if kind not in self.said:
             self.said.add(kind)
             print(line, file=sys.stderr)
+
+
+def say_over_limit(tokens: int, limit: int) -> None:
+    """Every call that goes out over N - R is said, each time: the server may refuse it or cut it."""
+    print(f"compaction: the next model call sends ~{tokens} tokens, over N - R = {limit}", file=sys.stderr)
 
 
 def only_a_summary(messages: Sequence[AgentMessage]) -> bool:

@@ -110,6 +110,7 @@ class SessionRecorder:
         self.agent = agent
         self.saved = len(agent.messages)  # what the session already holds
         self.ids = list(ids)  # the entry id of each saved message
+        self.pending: tuple[str, int] | None = None  # a compaction waiting for its first kept message
 
     def __call__(self, event: AgentEvent) -> None:
         if event.type not in ("turn_start", "agent_end"):
@@ -125,11 +126,22 @@ class SessionRecorder:
         for message in self.agent.messages[self.saved :]:
             self.ids.append(self.writer.append_message(message))
             self.saved += 1
+            if self.pending is not None:  # a compaction that keeps from this message on
+                self.writer.append_compaction(self.pending[0], self.ids[-1], self.pending[1])
+                self.pending = None
 
     def record_compaction(self, summary: str, cut: int, tokens_before: int) -> None:
-        """Save what is unsaved, then append the compaction entry; the summary (no entry of its own) comes first."""
+        """Save what is unsaved, then append the compaction entry; the summary (no entry of its own) comes first.
+
+        A cut after every saved message (before a prompt, all of the past
+        summarised) keeps from the prompt, which has no entry yet: the
+        compaction entry follows the prompt's, when the next save writes it.
+        """
         self.save_new_messages()
-        self.writer.append_compaction(summary, self.ids[cut], tokens_before)
+        if cut == len(self.ids):
+            self.pending = (summary, tokens_before)
+        else:
+            self.writer.append_compaction(summary, self.ids[cut], tokens_before)
         self.ids = [None, *self.ids[cut:]]
         self.saved = len(self.ids)
 

@@ -36,6 +36,18 @@ from tiny_pi.toolset import chosen_tools
 
 TIME_LIMIT = 10.0  # a guard against hangs, not a speed test: the machine may be busy
 PROCESS_TIME_LIMIT = 30.0  # a subprocess imports httpx and trio first
+
+
+def wait_while_running(event, process, what, printed=lambda: ""):
+    """Wait for `event` (set by the server) only while `process` runs: a child that has exited never sets it."""
+    deadline = time.monotonic() + PROCESS_TIME_LIMIT
+    while not event.wait(0.05):
+        if process.poll() is not None:
+            shown = printed()
+            shown = shown.decode("utf-8", errors="replace") if isinstance(shown, bytes) else shown
+            raise AssertionError(f"{what}: the agent exited first, status {process.returncode}; it printed:\n{shown}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} within {PROCESS_TIME_LIMIT:.0f} s")
 PROJECT = Path(__file__).resolve().parent.parent
 README = "# tiny-pi\nA small agent runtime.\n"
 ANSWER = "The project is called tiny-pi."
@@ -302,7 +314,7 @@ def close_stdout_during_the_second_call(project, *mode):
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             first_line = process.stdout.readline()
-            assert asked_again.wait(PROCESS_TIME_LIMIT), "the second model call never came"
+            wait_while_running(asked_again, process, "the second model call never came", process.stderr.read)
             process.stdout.close()  # what `| head -1` does once it has its line
             closed.set()
             _, stderr = process.communicate(timeout=PROCESS_TIME_LIMIT)
@@ -357,23 +369,24 @@ def test_mode_ctrl_c_while_compacting_aborts_the_prompt_and_keeps_the_file(proje
     from tiny_pi.agent import main
 
     path = tmp_path / "session.jsonl"
-    limits = ["--session", str(path), "--context-window", "120", "--reserve-tokens", "20"]  # a third prompt compacts
-    held = threading.Event()
+    limits = ["--session", str(path), "--context-window", "120", "--reserve-tokens", "20"]  # every later prompt compacts
+    holding, held = threading.Event(), threading.Event()
 
     async def hold_the_summary(stream, body):
-        if "tools" in body:
+        if "tools" in body or not holding.is_set():  # the second prompt's summary is the round trip's first words
             return await readme_model(stream, body)
         held.set()
-        await trio.sleep_forever()  # the summary never comes
+        await trio.sleep_forever()  # the third prompt's summary never comes
 
     with serving(hold_the_summary) as server:
         argv = ["--base-url", server.base_url, "--model", "loopback", "--root", str(project), *limits]
         assert [main([*argv, question]) for question in ("First?", "Second?")] == [0, 0]
         before = path.read_bytes()
+        holding.set()
         process = subprocess.Popen(command(server, project, *limits, "Third?"), cwd=PROJECT, env=environment(),
                                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
-            assert held.wait(PROCESS_TIME_LIMIT), "the summary call never came"
+            wait_while_running(held, process, "the summary call never came", process.stderr.read)
             process.send_signal(signal.SIGINT)  # what Ctrl-C sends
             _, stderr = process.communicate(timeout=PROCESS_TIME_LIMIT)
         finally:
@@ -399,7 +412,7 @@ def held_on_the_tool_result(held):
 
 def kill_when_held(process, held):
     try:
-        assert held.wait(PROCESS_TIME_LIMIT), "the agent never got to the tool result's call"
+        wait_while_running(held, process, "the agent never got to the tool result's call")
     finally:
         process.send_signal(signal.SIGKILL)
         process.wait(PROCESS_TIME_LIMIT)
@@ -468,6 +481,16 @@ class Terminal:
             self.shown += piece.decode("utf-8", errors="replace").replace("\r\n", "\n")
         self.cursor = self.shown.index(text, self.cursor) + len(text)
 
+    def wait_for_event(self, event, what):
+        """Wait for the server's `event` while the agent runs; if it ends first, show all the terminal showed."""
+        wait_while_running(event, self.process, what, self.rest)
+
+    def rest(self):
+        """What the terminal showed, read to its end (the process has ended)."""
+        while piece := self.read():
+            self.shown += piece.decode("utf-8", errors="replace").replace("\r\n", "\n")
+        return self.shown
+
     def read(self):
         try:
             return os.read(self.master, 65536)
@@ -520,7 +543,7 @@ def test_interactive_a_line_typed_while_the_agent_works_steers_it(project):
     with serving(hold_the_first) as server, terminal(server, project, "--interactive") as term:
         term.wait_for(WELCOME)
         term.type("What is this project called?\n")
-        assert held.wait(PROCESS_TIME_LIMIT)
+        term.wait_for_event(held, "the model call never came")
         term.type("Mention its licence too.\n")
         term.wait_for("[steer] Mention its licence too.")
         release.set()
@@ -543,7 +566,7 @@ def test_interactive_ctrl_c_aborts_the_turn_and_twice_at_the_prompt_exits(projec
     with serving(never_answer) as server, terminal(server, project, "--interactive") as term:
         term.wait_for(WELCOME)
         term.type("What is this project called?\n")
-        assert held.wait(PROCESS_TIME_LIMIT)
+        term.wait_for_event(held, "the model call never came")
         term.type("\x03")
         term.wait_for("[aborted]")
         term.wait_for("> ")
