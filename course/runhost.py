@@ -324,8 +324,22 @@ def _forget_bytecode(directory: str) -> None:
     again within a second of an edit (a red-light patch applied to a copy
     just run) could otherwise be judged on the code before the edit.
     """
-    if sys.pycache_prefix:
-        shutil.rmtree(os.path.join(sys.pycache_prefix, directory.lstrip(os.sep)), ignore_errors=True)
+    if not sys.pycache_prefix:
+        return
+    prefix = os.path.abspath(sys.pycache_prefix)
+    mirror = os.path.join(prefix, os.path.abspath(directory).lstrip(os.sep))
+    shutil.rmtree(mirror, ignore_errors=True)
+    # ... and the folders above it that held nothing else: each run's throw-away copy has a new
+    # name, so its empty parents would otherwise pile up in the cache, one per run.
+    parent = os.path.dirname(mirror)
+    while parent != prefix and parent.startswith(prefix + os.sep):
+        try:
+            os.rmdir(parent)
+        except FileNotFoundError:  # nothing was compiled this deep: a folder above may still be left over
+            pass
+        except OSError:  # not empty: another run's, or a library's
+            break
+        parent = os.path.dirname(parent)
 
 
 def _wait(child: int, limit: float, control: socket.socket) -> tuple[int | None, bool, bool]:
