@@ -208,8 +208,12 @@ def run_child(spec: dict, output: int, events: int) -> None:
     os.environ.update(spec["env"])
     sys.path.insert(0, spec["directory"])  # what `python -m pytest` does with its cwd
     sys.argv = ["pytest", *spec["args"]]
+    # A run's signals are those of pytest started at a terminal, whatever the command was started
+    # under: a `course verify` under nohup (SIGHUP ignored, inherited by every host) must not hand
+    # that to the tests, nor to the processes they start and signal.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
     import pytest
 
     code = 3

@@ -423,7 +423,15 @@ class WatchSession:
         return True
 
     async def _stop_on_signal(self, scope: trio.CancelScope) -> None:
-        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        """Stop on Ctrl-C or SIGTERM, unless the command was started with that signal ignored.
+
+        A shell without job control starts `course watch &` with SIGINT ignored, and
+        nohup leaves what it ignores ignored: the Ctrl-C meant for the foreground is not for us.
+        """
+        wanted = [number for number in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(number) != signal.SIG_IGN]
+        if not wanted:
+            await trio.sleep_forever()
+        with trio.open_signal_receiver(*wanted) as signals:
             async for number in signals:
                 self.stopped_by = signal.Signals(number).name
                 scope.cancel()
