@@ -23,6 +23,7 @@ from attrs import frozen
 
 from course.errors import ChapterError, UsageError
 from course.parsed_toml import parse_toml
+from course.run_env import SettingError, directory_setting
 from course.schema import key, read_table
 
 CHAPTER_FILE = "chapter.toml"
@@ -428,8 +429,10 @@ def find_root(start: Path | None = None) -> Path:
     install (`pip install .`, pipx, a wheel) carries the chapters inside the
     package as package data (course/checkpoints), so it works from any directory.
     """
-    override = os.environ.get("COURSE_ROOT")
-    if override:
+    override = directory_setting(os.environ, "COURSE_ROOT")
+    if override is not None:
+        if not Path(override, "checkpoints").is_dir():
+            raise SettingError(f"COURSE_ROOT={override!r} is not a course: it has no checkpoints/ directory")
         return Path(override).resolve()
     try:
         here = (start or Path.cwd()).resolve()

@@ -404,6 +404,7 @@ async def verify(
     results: dict[str, list[Check]] = {}
     timing: dict[str, ChapterTime] = {}
     todo = []
+    verify_cache.cache_dir()  # a COURSE_CACHE it cannot use is said before anything runs, not after
     for chapter in dict.fromkeys(chapters):
         key = verify_cache.story_key(catalog, chapter)
         stored = None if fresh else verify_cache.load(key)

@@ -19,7 +19,7 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 
-from course.run_env import run_environment
+from course.run_env import SettingError, run_environment
 
 # os.path, not pathlib: this module is imported before the host starts, so every import here delays it.
 HOST_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runhost.py")
@@ -103,8 +103,8 @@ def prestart() -> Spawned | None:
         return _early
     try:
         _early = spawn()
-    except OSError:
-        return None  # the pool will start its own
+    except (OSError, SettingError):
+        return None  # the pool will start its own (and a setting it cannot use is said there, in one line)
     return _early
 
 

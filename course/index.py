@@ -20,13 +20,14 @@ from pathlib import Path
 from course.atomic import replace_text
 from course.catalog import Catalog, Chapter
 from course.locate import chapter_of
+from course.run_env import state_home
 
 INDEX_NAME = "practice-dirs.json"
 
 
 def index_path() -> Path:
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "tiny-pi-course" / INDEX_NAME
+    """In the user's state directory, as course/run_env.py decides it (an unusable XDG_STATE_HOME is ignored)."""
+    return Path(state_home()) / INDEX_NAME
 
 
 def _read() -> list[dict[str, object]]:

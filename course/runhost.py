@@ -208,8 +208,12 @@ def run_child(spec: dict, output: int, events: int) -> None:
     os.environ.update(spec["env"])
     sys.path.insert(0, spec["directory"])  # what `python -m pytest` does with its cwd
     sys.argv = ["pytest", *spec["args"]]
+    # A run's signals are those of pytest started at a terminal, whatever the command was started
+    # under: a `course verify` under nohup (SIGHUP ignored, inherited by every host) must not hand
+    # that to the tests, nor to the processes they start and signal.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
     import pytest
 
     code = 3
@@ -324,8 +328,22 @@ def _forget_bytecode(directory: str) -> None:
     again within a second of an edit (a red-light patch applied to a copy
     just run) could otherwise be judged on the code before the edit.
     """
-    if sys.pycache_prefix:
-        shutil.rmtree(os.path.join(sys.pycache_prefix, directory.lstrip(os.sep)), ignore_errors=True)
+    if not sys.pycache_prefix:
+        return
+    prefix = os.path.abspath(sys.pycache_prefix)
+    mirror = os.path.join(prefix, os.path.abspath(directory).lstrip(os.sep))
+    shutil.rmtree(mirror, ignore_errors=True)
+    # ... and the folders above it that held nothing else: each run's throw-away copy has a new
+    # name, so its empty parents would otherwise pile up in the cache, one per run.
+    parent = os.path.dirname(mirror)
+    while parent != prefix and parent.startswith(prefix + os.sep):
+        try:
+            os.rmdir(parent)
+        except FileNotFoundError:  # nothing was compiled this deep: a folder above may still be left over
+            pass
+        except OSError:  # not empty: another run's, or a library's
+            break
+        parent = os.path.dirname(parent)
 
 
 def _wait(child: int, limit: float, control: socket.socket) -> tuple[int | None, bool, bool]:

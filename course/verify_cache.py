@@ -22,7 +22,7 @@ from typing import Any
 from course.atomic import replace_text
 from course.catalog import Catalog, Chapter
 from course.lineage import is_ignored
-from course.run_env import cache_home
+from course.run_env import cache_home, directory_setting
 
 STORY_PARTS = ("chapter.toml", "parent", "target", "redlight")
 LIBRARIES = ("pytest", "pluggy", "trio", "attrs", "httpx", "hypothesis")
@@ -30,9 +30,9 @@ TOOL = Path(__file__).resolve().parent
 
 
 def cache_dir() -> Path:
-    """Where verdicts are kept: COURSE_CACHE, else the user's cache directory."""
-    override = os.environ.get("COURSE_CACHE")
-    if override:
+    """Where verdicts are kept: COURSE_CACHE (an absolute path, else one line), else the user's cache directory."""
+    override = directory_setting(os.environ, "COURSE_CACHE")
+    if override is not None:
         return Path(override)
     return Path(cache_home()) / "verify"
 

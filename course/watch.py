@@ -115,8 +115,39 @@ NO_EVENT_FILESYSTEMS = frozenset(
 )
 
 
-def is_relevant(path: str | Path, root: Path) -> bool:
-    """Does a change at `path` (under `root`) call for a new test run?"""
+class KnownDirectories:
+    """The watched tree's directories, so that a path that became one (or stopped being one) is seen.
+
+    A directory's own "modified" event only means an entry changed (and that
+    entry says so itself, or is editor debris), so it calls for no run. But a
+    file replaced by a directory of the same name reaches the watcher as just
+    such an event when polling: only knowing what the path was tells the two apart.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self._dirs: set[str] = set()
+        for top, folders, _ in os.walk(root):
+            folders[:] = [name for name in folders if name not in IGNORED_DIRS]
+            self._dirs.update(os.path.join(top, name) for name in folders
+                              if not os.path.islink(os.path.join(top, name)))
+
+    def kind_changed(self, path: str) -> bool:
+        """Whether PATH is a directory now and was not, or the other way round (and remember which)."""
+        now = os.path.isdir(path) and not os.path.islink(path)
+        before = path in self._dirs
+        if now:
+            self._dirs.add(path)
+        else:
+            self._dirs.discard(path)
+        return now != before
+
+
+def is_relevant(path: str | Path, root: Path, known: KnownDirectories | None = None) -> bool:
+    """Does a change at `path` (under `root`) call for a new test run?
+
+    With `known`, a path that became a directory or stopped being one does:
+    a teaching file replaced by a folder of the same name is a change of the code.
+    """
     candidate = Path(path)
     try:
         relative = candidate.relative_to(root)
@@ -132,8 +163,9 @@ def is_relevant(path: str | Path, root: Path) -> bool:
         return False
     if _SCRATCH_FILE.search(parts[-1]):
         return False
+    became = known is not None and known.kind_changed(str(path))
     if candidate.is_dir() and not candidate.is_symlink():
-        return False  # a directory's mtime changes whenever an entry does
+        return became  # else only its mtime changed, as it does whenever an entry does
     return True
 
 
@@ -234,9 +266,10 @@ async def watch_saves(
 
         source = watchfiles.awatch
     root = Path(os.path.abspath(directory))
+    known = KnownDirectories(root)
 
     def keep(change: Any, path: str) -> bool:
-        return is_relevant(path, root)
+        return is_relevant(path, root, known)
 
     while True:
         live = False
@@ -390,7 +423,15 @@ class WatchSession:
         return True
 
     async def _stop_on_signal(self, scope: trio.CancelScope) -> None:
-        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        """Stop on Ctrl-C or SIGTERM, unless the command was started with that signal ignored.
+
+        A shell without job control starts `course watch &` with SIGINT ignored, and
+        nohup leaves what it ignores ignored: the Ctrl-C meant for the foreground is not for us.
+        """
+        wanted = [number for number in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(number) != signal.SIG_IGN]
+        if not wanted:
+            await trio.sleep_forever()
+        with trio.open_signal_receiver(*wanted) as signals:
             async for number in signals:
                 self.stopped_by = signal.Signals(number).name
                 scope.cancel()

@@ -206,6 +206,32 @@ def test_watch_reacts_to_a_save_and_to_an_atomic_rename_save(mini_course: Path, 
     assert "Traceback" not in watch.text()
 
 
+@pytest.mark.parametrize("poll", [False, True], ids=["file-events", "polling"])
+def test_a_teaching_file_replaced_by_a_folder_of_its_name_runs_again(mini_course: Path, tmp_path: Path,
+                                                                    poll: bool) -> None:
+    """Any change under tiny_pi/ is a run, a file that became a folder too: the last Green must not stay.
+
+    Before: a change whose path is a directory was taken for a directory's
+    mtime moving, so the watch showed the last "Green" for code that no longer
+    existed (with file events and when polling alike).
+    """
+    directory = practice(mini_course, tmp_path / "p")
+    adder = directory / "tiny_pi/adder.py"
+    adder.write_text(RIGHT)
+    watch = LiveCourse(mini_course, "watch", "1", str(directory), "--debounce", "100", *(["--poll"] if poll else []))
+    try:
+        first = watch.wait_for("Watching")
+        assert first[1].startswith("Green"), first
+        adder.unlink()
+        adder.mkdir()
+        second = watch.wait_for("Watching", timeout=15)
+        assert second[0].startswith("== run 2") and "saved tiny_pi/adder.py" in second[0], second
+        assert second[1].startswith("Not yet"), second
+        assert any("hint: create tiny_pi/adder.py" in line for line in second), second
+    finally:
+        watch.stop(signal.SIGTERM)
+
+
 def test_watch_once_by_polling_runs_one_lab_and_exits_with_its_verdict(mini_course: Path, tmp_path: Path) -> None:
     directory = practice(mini_course, tmp_path / "p")
     watch = LiveCourse(mini_course, "watch", "1", str(directory), "--lab", "1.1", "--once", "--poll", "--debounce", "50")
