@@ -482,3 +482,48 @@ def test_a_run_that_kills_or_stops_its_host_leaves_no_daemon(tmp_path: Path, run
         kill_pid_file(pid_file)
         bystander.kill()
         bystander.wait()
+
+
+# A host its run broke, then the pool's next run ------------------------------------------
+
+BREAKS = {
+    # the run's child kills itself: the host saw it end, swept, reported; it is whole and is reused
+    "child-SIGKILL": ("os.kill(os.getpid(), signal.SIGKILL)", 1),
+    # the host itself killed, or stopped (silent past the limit): it must never serve again
+    "host-SIGKILL": ("os.kill(os.getppid(), signal.SIGKILL)", 2),
+    "host-SIGSTOP": ("os.kill(os.getppid(), signal.SIGSTOP)", 2),
+}
+
+
+@pytest.mark.parametrize("hit", list(BREAKS))
+def test_the_run_after_one_that_broke_its_host_gets_a_true_verdict(tmp_path: Path, hit: str,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two runs in one pool, as `verify` makes across chapters and `watch` across saves.
+
+    A host that was killed or stopped by its own run's test goes out of the
+    pool: the next run gets a host that is alive, and the verdict its own tests earn.
+    Before: a broken host went back to the idle list, and the next run was sent to a dead socket.
+    """
+    from course import runs
+
+    monkeypatch.setattr(runs, "HOST_GRACE", 0.5)  # how long past the limit a silent host is waited for
+    code, hosts_needed = BREAKS[hit]
+    breaker = snapshot(tmp_path / "breaker", f"""
+        import os, signal, time
+        def test_hit():
+            {code}
+            time.sleep(30)
+    """)
+    honest = snapshot(tmp_path / "honest", "def test_one(): pass\ndef test_two(): assert 1 == 2\n")
+
+    async def main():
+        async with RunPool() as pool:
+            first = await pool.run(spec(breaker, limit=1.5))
+            second = await pool.run(spec(honest))
+            return first, second, pool.spawned_hosts
+
+    first, second, spawned = trio.run(main)
+    assert first.outcome in (CRASHED, TIMEOUT), first.output
+    assert second.outcome == FAILED, second.summary() + "\n" + second.output
+    assert [(case.name, case.outcome) for case in second.tests] == [("test_one", PASSED), ("test_two", FAILED)]
+    assert spawned == hosts_needed, f"{spawned} hosts started for two runs"

@@ -305,3 +305,36 @@ def test_a_failing_test_in_the_focused_file_is_a_deviation_even_when_the_passes_
     test_file.write_text(test_file.read_text() + "def test_add_extra(): assert add(2, 2) == 5\n")
     out = checkpoint_line(mini_course, "focused tests pass on target")
     assert "expected: 2/2 passed" in out and "actual:   2/3 passed" in out
+
+
+# The first run of the command kills its host at import of the focused file, parent's and target's alike.
+BREAK_HOST_ONCE = """\
+import os, pathlib, signal, time
+if not pathlib.Path({mark!r}).exists():
+    pathlib.Path({mark!r}).write_text("")
+    os.kill(os.getppid(), signal.SIGKILL)
+    time.sleep(30)
+"""
+# The checks each run of `verify 1` answers for; the run that broke its host answers for its own alone.
+RUN_CHECKS = [{"first-red-light"}, {"lab", "focused"}, {"redlight"}]
+
+
+def test_verify_judges_every_run_after_one_that_killed_its_host(mini_course: Path, tmp_path: Path) -> None:
+    """One pool serves verify's runs one at a time (COURSE_JOBS=1): whichever run comes first kills
+    its host, and every later run must still get its own verdict, on a host that is alive.
+    (A host stopped by its test, the other way to break one, is test_runner.py's.)
+
+    Before: the broken host went back into the pool, and the next run was sent to it."""
+    breaker = BREAK_HOST_ONCE.format(mark=str(tmp_path / "broke-one"))
+    for snapshot in ("parent", "target"):
+        test_file = mini_course / CHAPTER / snapshot / "tests/test_01_adder.py"
+        test_file.write_text(breaker + test_file.read_text())
+    result = mini(mini_course, "verify", "1", "--json")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert (tmp_path / "broke-one").exists(), "no run broke its host: the test proves nothing"
+    checks = [check for check in json.loads(result.stdout)["checks"] if check["kind"] in set().union(*RUN_CHECKS)]
+    failed = {check["kind"] for check in checks if not check["ok"]}
+    assert failed in RUN_CHECKS, "more than the run that broke its host went wrong:\n" + json.dumps(checks, indent=1)
+    for check in checks:
+        if not check["ok"]:
+            assert "did a test kill the process that supervises it?" in check["actual"], check

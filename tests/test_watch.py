@@ -169,6 +169,44 @@ def test_every_run_of_a_watch_session_is_served_by_one_host(
     assert len(spawned) == 1, f"{len(spawned)} hosts for 3 runs"
 
 
+KILLS_ITS_HOST = "import os, signal, time\nos.kill(os.getppid(), signal.SIGKILL)\ntime.sleep(30)\n" + WRONG
+
+
+def test_a_save_after_code_that_killed_its_host_is_judged_on_a_live_host(
+    mini_course: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The session's pool keeps its host between saves, but never one its run broke.
+
+    Saved code that kills the host running it gets a crash for a verdict; the
+    next save (the code fixed) must get the verdict its tests earn, on a new host.
+    Before: the dead host went back into the session's pool, and every later save was sent to it.
+    """
+    chapter = load_catalog(mini_course).resolve("1")
+    directory = practice(mini_course, tmp_path / "p")
+    spawned: list[object] = []
+    spawn = hosts.spawn
+    monkeypatch.setattr(hosts, "spawn", lambda *args: spawned.append(spawn(*args)) or spawned[-1])
+
+    def source(root: Path, **options: Any) -> AsyncIterator[set[tuple[int, str]]]:
+        async def generate() -> AsyncIterator[set[tuple[int, str]]]:
+            yield set()  # live: the first run, on the dir as practice made it
+            for text in (KILLS_ITS_HOST, RIGHT):
+                (root / "tiny_pi/adder.py").write_text(text)
+                yield {(2, str(root / "tiny_pi/adder.py"))}  # a save: a run
+
+        return generate()
+
+    lines: list[str] = []
+    session = WatchSession(chapter, None, directory, once=False, echo=lines.append, source=source, debounce_ms=0)
+    trio.run(session.run, WatchMode(False, "native"))
+    starts = [index for index, line in enumerate(lines) if line.startswith("== run")]
+    assert len(starts) == 3, lines
+    killed, fixed = lines[starts[1]:starts[2]], lines[starts[2]:]
+    assert any("did a test kill the process that supervises it?" in line for line in killed), killed
+    assert fixed[1].startswith("Green: 3/3 checks passed"), fixed
+    assert len(spawned) == 2, f"{len(spawned)} hosts for 3 runs: one for the first two, a new one after the kill"
+
+
 def test_watch_reacts_to_a_save_and_to_an_atomic_rename_save(mini_course: Path, tmp_path: Path) -> None:
     directory = practice(mini_course, tmp_path / "p")
     adder = directory / "tiny_pi/adder.py"
