@@ -10,8 +10,9 @@ that cannot be applied writes nothing.
 
 Starter file of chapter 08: lab 8.2 writes the write tool (the lesson
 suggests write_file, replace_atomically and sync_directory), lab 8.3 the
-edit tool (requested_edits, replacement, edit_file, replaced_once and
-occurrences). The schemas and the Edit record are given.
+edit tool (requested_edits, replacement, edit_file, replaced_once,
+original_index, line_ending and occurrences). The schemas and the Edit
+record are given.
 """
 
 from __future__ import annotations

@@ -123,27 +123,28 @@ def replacement(item: Any, label: str) -> Edit:
 
 
 def edit_file(root: Path, path: str, edits: list[Edit]) -> str:
-    """Apply `edits` to a file under `root`, in order, all or none; its line endings stay."""
+    """Apply `edits` to a file under `root`, in order, all or none; the bytes they do not replace stay."""
     file = inside_root(root, path)
     original = whole_text(root, path)
-    crlf = "\r\n" in original
-    content = original.replace("\r\n", "\n") if crlf else original
+    content = original
     for edit in edits:
-        content = replaced_once(content, edit, path, crlf)
-    if crlf:
-        content = content.replace("\n", "\r\n")
+        content = replaced_once(content, edit, path)
     data = content.encode("utf-8")
     replace_atomically(file, data)
     count = f"{len(edits)} edit" + ("" if len(edits) == 1 else "s")
     return f"edited {path} ({count}): {len(original.encode('utf-8'))} bytes before, {len(data)} after"
 
 
-def replaced_once(content: str, edit: Edit, path: str, crlf: bool) -> str:
-    """`content` with the one occurrence of `edit.old_text` replaced; refuse none or several."""
-    old, new = edit.old_text, edit.new_text
-    if crlf:  # the texts are compared and written with \n; the file gets its \r\n back later
-        old, new = old.replace("\r\n", "\n"), new.replace("\r\n", "\n")
-    count = occurrences(content, old)
+def replaced_once(content: str, edit: Edit, path: str) -> str:
+    """`content` with the one occurrence of `edit.old_text` replaced; refuse none or several.
+
+    The texts are compared with every CRLF read as LF (a model writes LF, the file
+    may mix both), but the replacement is spliced into `content` as it is: only the
+    matched characters change, and the new text's lines end as the line where the
+    match starts ends, so an edit never turns lines it did not touch into others.
+    """
+    normal, old = content.replace("\r\n", "\n"), edit.old_text.replace("\r\n", "\n")
+    count = occurrences(normal, old)
     if count == 0:
         raise ValueError(f"{edit.label}old_text not found in {path}; copy it exactly from the file")
     if count > 1:
@@ -151,7 +152,28 @@ def replaced_once(content: str, edit: Edit, path: str, crlf: bool) -> str:
             f"{edit.label}old_text occurs {count} times in {path}; "
             "include more context so that it occurs exactly once"
         )
-    return content.replace(old, new, 1)
+    found = normal.find(old)
+    start, end = original_index(content, found), original_index(content, found + len(old))
+    new = edit.new_text.replace("\r\n", "\n").replace("\n", line_ending(content, start))
+    return content[:start] + new + content[end:]
+
+
+def original_index(content: str, index: int) -> int:
+    """Where character `index` of `content` with each CRLF read as LF lies in `content` itself."""
+    pairs = 0  # the CRLF pairs before it: each is one character longer in `content`
+    pair = content.find("\r\n")
+    while pair != -1 and pair - pairs < index:
+        pairs += 1
+        pair = content.find("\r\n", pair + 2)
+    return index + pairs
+
+
+def line_ending(content: str, index: int) -> str:
+    """How the line holding `index` ends, CRLF or LF; a last line without an ending, as the one before."""
+    newline = content.find("\n", index)
+    if newline == -1:
+        newline = content.rfind("\n", 0, index)
+    return "\r\n" if newline > 0 and content[newline - 1] == "\r" else "\n"
 
 
 def occurrences(content: str, old: str) -> int:

@@ -282,6 +282,23 @@ def test_edit_keeps_crlf_line_endings(tmp_path):
     assert notes.read_bytes() == b"one\r\ntwo\r\nthree\r\nthird\r\n"
 
 
+def test_edit_changes_only_the_bytes_it_replaces_in_a_file_of_mixed_line_endings(tmp_path):
+    root = project(tmp_path)
+    notes = root / "notes.txt"
+    notes.write_bytes(b"one\r\ntwo\nthree\nfour\r\nfive\n")
+    registry = ToolRegistry([edit_tool(root)])
+
+    # old_text matches "two\nthree" whatever the endings; the new lines take the \n of the line it starts in
+    arguments = {"path": "notes.txt", "old_text": "two\r\nthree", "new_text": "2\n3\n3.5"}
+    report = call_tool(registry, "edit", arguments)
+    assert notes.read_bytes() == b"one\r\n2\n3\n3.5\nfour\r\nfive\n"  # every byte outside "two\nthree" as it was
+    assert report == (False, "edited notes.txt (1 edit): 26 bytes before, 24 after")
+
+    arguments = {"path": "notes.txt", "old_text": "four\nfive", "new_text": "4\n5"}  # across \r\n, then \n
+    assert call_tool(registry, "edit", arguments)[0] is False
+    assert notes.read_bytes() == b"one\r\n2\n3\n3.5\n4\r\n5\n"  # the new line ending is the \r\n of line "four"
+
+
 def test_edit_a_batch_applies_in_order_all_or_nothing(tmp_path):
     root = project(tmp_path)
     app = root / "app.py"

@@ -481,6 +481,55 @@ def test_live_an_unknown_branch_is_refused_before_any_request(tmp_path, project,
     assert (path.read_bytes(), server.requests) == (before, [])
 
 
+def fifo(tmp_path):
+    os.mkfifo(tmp_path / "pipe.jsonl")  # nobody ever writes: opening it to read would wait for ever
+    return tmp_path / "pipe.jsonl"
+
+
+def dangling_link(tmp_path):
+    (tmp_path / "link.jsonl").symlink_to(tmp_path / "nowhere.jsonl")
+    return tmp_path / "link.jsonl"
+
+
+def directory(tmp_path):
+    (tmp_path / "sessions").mkdir()
+    return tmp_path / "sessions"
+
+
+NOT_FILES = [
+    ("fifo", fifo, "a named pipe"),
+    ("dev_zero", lambda tmp_path: Path("/dev/zero"), "a character device"),  # endless zeros
+    ("directory", directory, "a directory"),
+    ("dangling_link", dangling_link, "a symbolic link to nothing"),
+]
+# The agent runs as a process of its own, with a memory limit: an open that waits for ever
+# ends at the timeout, a read that never ends fails fast, and neither stops this test run.
+LIMITED_AGENT = (
+    "import resource, runpy; resource.setrlimit(resource.RLIMIT_AS, (2**30, 2**30)); "
+    "runpy.run_module('tiny_pi.agent', run_name='__main__')"
+)
+
+
+@pytest.mark.parametrize(("name", "make", "kind"), NOT_FILES, ids=[case[0] for case in NOT_FILES])
+def test_live_a_session_path_that_is_not_a_regular_file_is_refused_in_one_line(tmp_path, project, name, make, kind):
+    path = make(tmp_path)
+    env = {key: value for key, value in os.environ.items() if "proxy" not in key.lower()}
+    env.pop("TINY_PI_API_KEY", None)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    with serving() as server:
+        done = subprocess.run(
+            [sys.executable, "-c", LIMITED_AGENT, "--base-url", server.base_url, "--model", "loopback",
+             "--root", str(project), "--session", str(path), "Hi"],
+            cwd=PROJECT, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+            timeout=PROCESS_TIME_LIMIT, check=False,
+        )
+    assert (done.returncode, done.stderr) == (
+        2, f"{path}: {kind}, not a regular file; a session is a regular file, or a new path to start one\n"
+    )
+    assert server.requests == []
+    assert not (tmp_path / "nowhere.jsonl").exists()  # the link's target is never created
+
+
 def test_live_a_failed_write_stops_the_run_before_the_next_model_call(tmp_path, project, monkeypatch, capsys):
     writer = SessionWriter.create(tmp_path / "session.jsonl")
 

@@ -15,6 +15,7 @@ and the last entry, where a run resumes, is marked `<- last`.
 from __future__ import annotations
 
 import argparse
+import stat
 import sys
 from pathlib import Path
 from typing import Iterable
@@ -40,6 +41,14 @@ from tiny_pi.session_writer import SessionWriteError, SessionWriter
 from tiny_pi.stateful_agent import Agent
 
 WORDS = 60  # characters of a message shown in the tree
+NOT_A_FILE = "{kind}, not a regular file; a session is a regular file, or a new path to start one"
+KINDS = {
+    stat.S_IFDIR: "a directory",
+    stat.S_IFIFO: "a named pipe",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+}
 
 
 @frozen
@@ -55,7 +64,7 @@ class OpenSession:
 
 def open_session(path: Path, branch: str | None, model: str) -> OpenSession:
     """Resume `path` at `branch` (default: its last entry), or start it; note a change of model."""
-    if not path.exists():
+    if not session_exists(path):
         if branch is not None:
             raise SessionError(path, None, f"--branch {branch}: the session does not exist yet")
         entries: list[Entry] = []
@@ -91,6 +100,25 @@ def resumed_context(path: Path, entries: list[Entry]) -> tuple[list[tuple[str | 
     kept = [(e.id, e.message) for e in entries[ids.index(latest.first_kept_id) :] if isinstance(e, MessageEntry)]
     before = sum(isinstance(e, MessageEntry) for e in entries[ids.index(latest.first_kept_id) : compactions[-1]])
     return [(None, summary_message(latest.summary)), *kept], 1 + before
+
+
+def session_exists(path: Path) -> bool:
+    """True for a regular file, False for no file at all; anything else is refused before it is opened.
+
+    Opening a named pipe waits for a writer that may never come, /dev/zero
+    never ends, and a symbolic link to nothing cannot be created (the name
+    exists): so the type is looked at first, with stat, which opens nothing.
+    """
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        if path.is_symlink():
+            raise SessionError(path, None, NOT_A_FILE.format(kind="a symbolic link to nothing")) from None
+        return False
+    if not stat.S_ISREG(mode):
+        kind = KINDS.get(stat.S_IFMT(mode), "something else")
+        raise SessionError(path, None, NOT_A_FILE.format(kind=kind))
+    return True
 
 
 def current_model(entries: list[Entry]) -> str | None:
