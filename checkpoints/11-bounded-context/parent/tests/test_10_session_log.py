@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 import trio
-from loopback_server import LoopbackServer, readme_model
+from loopback_server import STREAM_HEAD, LoopbackServer, chunk, readme_model, send_chunk, sse, tool_call_chunks
 
 from tiny_pi.builtin_tools import builtin_tools
 from tiny_pi.messages import ToolCall, ToolResultMessage, assistant_message, text, user_message
@@ -113,11 +113,14 @@ UNCOMMITTED = (
     "uncommitted write: the last line has no final newline (a write cut off mid-way); "
     "to repair, delete that line, or end it with a newline if it is whole"
 )
+LONE_SURROGATE = "a lone surrogate \\udce9 is not Unicode text"
 CORRUPTIONS = [
     ("not_json", replace(3, '{"type": "message", "id": "b2"'), 3, "not JSON: Expecting ',' delimiter (column 31)"),
     ("not_an_object", replace(2, "[1, 2]"), 2, "expected a JSON object, got list"),
     ("nan", replace(4, with_arguments('{"n": NaN}')), 4, "NaN is not a JSON value"),
     ("infinity", replace(4, with_arguments('{"n": 1e999}')), 4, "1e999 is out of range for a JSON number"),
+    # valid JSON (json.dumps writes the escape \udce9), but half a UTF-16 pair is no text
+    ("lone_surrogate", replace(3, message_entry("b2", "a1", user_message("caf\udce9"))), 3, LONE_SURROGATE),
     ("key_twice", replace(3, '{"type": "message", "id": "b2", "id": "x2"}'), 3, "the key 'id' appears twice"),
     ("unknown_type", replace(6, entry("label", "e5", "d4", name="done")), 6, "unknown entry type 'label'"),
     ("unknown_field", replace(2, entry("model_change", "a1", None, model="m", note="x")), 2, "unknown field 'note'"),
@@ -265,6 +268,16 @@ def test_tree_show_skips_an_uncommitted_tail_with_a_warning_and_changes_nothing(
     assert out.splitlines()[-1] == "g7 assistant: It runs agents.  <- last"  # no branch left: no indent
     assert "h8" not in out
     assert path.read_bytes() == before
+
+
+def test_tree_show_refuses_a_lone_surrogate_in_one_line_never_a_traceback(tmp_path):
+    path = corrupt_file(tmp_path, replace(3, message_entry("b2", "a1", user_message("caf\udce9"))))
+
+    done = subprocess.run([sys.executable, "-m", "tiny_pi.session", str(path)], cwd=PROJECT,
+                          capture_output=True, timeout=PROCESS_TIME_LIMIT, check=False)
+
+    assert (done.returncode, done.stdout) == (2, b"")
+    assert done.stderr.decode() == f"{path}:3: {LONE_SURROGATE}\n"
 
 
 # Lab 10.3: the writer, one committed line per entry.
@@ -556,6 +569,38 @@ def test_live_a_failed_write_stops_the_run_before_the_next_model_call(tmp_path, 
     assert len(server.requests) == 2  # the first round trip only
     assert outcome.stop_reason == "aborted"
     assert "listener SessionRecorder raised SessionWriteError: cannot write" in capsys.readouterr().err
+
+
+async def call_with_nan_then_answer(stream, body):
+    """Turn 1 calls read with `{"path": NaN}` (Python's json reads NaN); any later turn answers."""
+    if body["messages"][-1]["role"] == "user" and len(body["messages"]) == 1:
+        payloads = [*tool_call_chunks("call_1", "read", '{"path": NaN}'), chunk(finish_reason="tool_calls")]
+    else:
+        payloads = [chunk({"role": "assistant", "content": "Done."}), chunk(finish_reason="stop")]
+    await stream.send_all(STREAM_HEAD)
+    for payload in payloads:
+        await send_chunk(stream, sse(payload))
+    await send_chunk(stream, b"data: [DONE]\n\n")
+    await stream.send_all(b"0\r\n\r\n")
+
+
+def test_live_any_failure_to_write_an_entry_stops_the_run_before_the_next_model_call(tmp_path, project):
+    path = tmp_path / "session.jsonl"
+    env = {key: value for key, value in os.environ.items() if "proxy" not in key.lower()}
+    env.pop("TINY_PI_API_KEY", None)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    with serving(call_with_nan_then_answer) as server:
+        command = [sys.executable, "-m", "tiny_pi.agent", "--base-url", server.base_url, "--model", "loopback",
+                   "--root", str(project), "--session", str(path)]
+        done = subprocess.run(command, cwd=PROJECT, env=env, input=b"Read it.\nAnd again?\n",
+                              capture_output=True, timeout=PROCESS_TIME_LIMIT, check=False)
+
+    stderr = done.stderr.decode()
+    assert len(server.requests) == 1, stderr  # the message the log cannot hold is never sent
+    assert done.returncode == 130, stderr  # the run was stopped, and the second prompt never ran
+    assert "listener SessionRecorder raised ValueError: Out of range float values are not JSON compliant" in stderr
+    assert "Traceback" not in stderr
+    assert roles(context_messages(list(read_session(path).entries))) == ["user"]
 
 
 def test_live_kill_9_during_a_model_call_loses_nothing_written_before_it(tmp_path, project):

@@ -10,6 +10,7 @@ lines at a time.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -133,13 +134,24 @@ def list_entries(root: Path, path: str) -> str:
     directory = inside_root(root, path)
     if not directory.is_dir():
         raise NotADirectoryError(f"no such directory: {path}")
-    names = sorted(entry.name + ("/" if entry.is_dir() else "") for entry in directory.iterdir())
+    names = sorted(shown_name(entry) for entry in directory.iterdir())
     if not names:
         return "(empty directory)"
     shown = names[:MAX_ENTRIES]
     if len(names) > MAX_ENTRIES:
         shown.append(f"[... {len(names) - MAX_ENTRIES} more entries]")
     return "\n".join(shown)
+
+
+def shown_name(entry: Path) -> str:
+    """An entry's name as valid text, a directory's ending in `/`.
+
+    A name is bytes. Python hands over a byte that is not UTF-8 as a lone
+    surrogate (`\\udce9`), which no request body or log can hold; it is shown
+    as `\\xe9` instead, so that two such names still look different.
+    """
+    name = os.fsencode(entry.name).decode("utf-8", "backslashreplace")
+    return name + ("/" if entry.is_dir() else "")
 
 
 def read_tool(root: Path) -> Tool:

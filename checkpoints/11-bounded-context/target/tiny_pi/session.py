@@ -36,7 +36,7 @@ from tiny_pi.session_log import (
     branch_path,
     read_session,
 )
-from tiny_pi.session_writer import SessionWriteError, SessionWriter
+from tiny_pi.session_writer import SessionWriter
 from tiny_pi.stateful_agent import Agent
 
 WORDS = 60  # characters of a message shown in the tree
@@ -129,8 +129,9 @@ class SessionRecorder:
 
     `turn_start` comes right before the model call, after the user's message,
     the last turn's results and any steer are in the transcript. If a write
-    fails, the run is aborted before that call: nothing reaches the model
-    that the log does not hold.
+    fails, for any reason (the disk, or an entry JSON text cannot hold: a
+    NaN, a lone surrogate), the run is aborted before that call: nothing
+    reaches the model that the log does not hold.
     """
 
     def __init__(self, writer: SessionWriter, agent: Agent, ids: Iterable[str | None] = ()) -> None:
@@ -145,7 +146,7 @@ class SessionRecorder:
             return
         try:
             self.save_new_messages()
-        except SessionWriteError:
+        except Exception:  # not only SessionWriteError: a ValueError from encode, too
             self.agent.abort()
             raise
 

@@ -678,6 +678,20 @@ def test_cli_bad_tool_names_and_timeouts_exit_2_with_one_clear_line(tmp_path, ca
         assert "Traceback" not in stderr
 
 
+def test_cli_ls_shows_a_byte_of_a_name_that_is_not_utf8_as_an_x_escape(tmp_path):
+    root = project(tmp_path)
+    os.close(os.open(os.fsencode(root) + b"/caf\xe9.txt", os.O_CREAT | os.O_WRONLY))  # Latin-1 bytes
+    (root / "notes.md").write_text("tea\n", encoding="utf-8")
+    reply = scripted([("ls", {})], [("read", {"path": "notes.md"})], "Done.")
+
+    server, done = run_agent_process(reply, root)
+
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout.decode().splitlines()[-1] == "Done."
+    tool_results = [message["content"] for message in server.requests[2][1]["messages"] if message["role"] == "tool"]
+    assert tool_results == ["caf\\xe9.txt\nnotes.md", "tea\n"]
+
+
 def test_cli_ctrl_c_kills_a_running_bash_command(tmp_path):
     root = project(tmp_path)
     reply = scripted([("bash", {"command": "sleep 30 & echo $! > sleep.pid; wait"})], "never asked")

@@ -562,6 +562,51 @@ def test_chunks_fragments_without_an_index_follow_the_id():
     )
 
 
+# A server that cuts an emoji between two chunks escapes each half of its surrogate pair
+# in JSON (the "\ud83d" that `json.dumps` writes here); the model's own argument JSON may
+# escape a lone half too (the "\\udce9" inside the arguments text).
+SPLIT_EMOJI = [
+    says("smile \ud83d"),
+    says("\ude00, lone \udce9"),
+    call_begins(0, "call-1", "read"),
+    call_continues(0, '{"path": "\ud83d'),
+    call_continues(0, '\ude00.txt", "note": "caf\\udce9"}'),
+    finish("tool_calls"),
+    "[DONE]",
+]
+
+
+def streamed_pieces(events):
+    return [event.delta for event in events if event.type in ("text_delta", "toolcall_delta")]
+
+
+def test_chunks_a_surrogate_pair_split_across_deltas_is_joined_and_a_lone_one_replaced():
+    events = assemble(SPLIT_EMOJI)
+
+    message = done(events, "toolUse")
+    raw = '{"path": "\U0001f600.txt", "note": "caf\\udce9"}'
+    assert streamed_pieces(events) == ["smile ", "\U0001f600, lone \ufffd", "", '{"path": "', raw[10:]]
+    assert message.content == (
+        text("smile \U0001f600, lone \ufffd"),
+        ToolCall("call-1", "read", {"path": "\U0001f600.txt", "note": "caf\ufffd"}, raw),
+    )
+    to_json([message]).encode("utf-8")  # the transcript is valid text: this cannot fail
+
+
+def test_chunks_a_high_surrogate_still_waiting_when_its_block_ends_becomes_u_fffd():
+    cut_text = [says("cut \ud83d"), call_begins(0, "call-1", "read"), *ONE_CALL[2:]]
+    message = done(assemble(cut_text), "toolUse")
+    assert message.content[0] == text("cut \ufffd")
+
+    cut_call = [call_begins(0, "call-1", "read"), call_continues(0, '{"path": "a\ud83d'), finish("tool_calls")]
+    message = done(assemble(cut_call), "toolUse")
+    assert message.content[0].raw_arguments == '{"path": "a\ufffd'
+    assert message.content[0].arguments is None  # the JSON was cut short anyway
+
+    message = done(assemble([says("the end \ud83d"), finish("stop"), "[DONE]"]), "stop")
+    assert message.content == (text("the end \ufffd"),)
+
+
 # Lab 5.4: the usage ledger and the finish-reason cross-check.
 
 
@@ -1033,6 +1078,30 @@ def test_http_real_server_dropping_the_connection_mid_body():
     message = failed(events)
     assert message.error_message.startswith("transport error (RemoteProtocolError)")
     assert message.content == (text("Hello"),)
+
+
+def test_http_real_server_cutting_an_emoji_between_two_chunks():
+    payloads = [says("I am \ud83d"), says("\ude00 here"), finish("stop"), "[DONE]"]
+
+    async def reply(stream, head, body):
+        await stream.send_all(STREAM_HEAD)
+        for payload in payloads:  # json.dumps escapes each half: "\ud83d", then "\ude00"
+            data = payload if isinstance(payload, str) else json.dumps(payload)
+            await send_chunk(stream, sse([data]))
+        await stream.send_all(b"0\r\n\r\n")
+
+    async def main():
+        with trio.fail_after(TIME_LIMIT):
+            async with trio.open_nursery() as nursery:
+                port = await serve_once(nursery, reply)
+                events, _ = await collect(real_model(port))
+                nursery.cancel_scope.cancel()
+        return events
+
+    events = trio.run(main)
+
+    assert streamed_pieces(events) == ["I am ", "\U0001f600 here"]
+    assert done(events, "stop").content == (text("I am \U0001f600 here"),)
 
 
 def chat_command(port):

@@ -154,7 +154,17 @@ def parse_line(path: Path, number: int, raw: bytes) -> dict[str, Any]:
         raise SessionError(path, number, str(error)) from error
     if not isinstance(data, dict):
         raise SessionError(path, number, f"expected a JSON object, got {type(data).__name__}")
+    check_text(data, path, number)
     return data
+
+
+def check_text(data: dict[str, Any], path: Path, number: int) -> None:
+    """JSON may escape half a UTF-16 pair (`\\udce9`): valid JSON, but no text to show or send."""
+    try:
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as error:
+        code = ord(error.object[error.start])
+        raise SessionError(path, number, f"a lone surrogate \\u{code:04x} is not Unicode text") from error
 
 
 def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

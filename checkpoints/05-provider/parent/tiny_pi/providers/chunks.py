@@ -48,6 +48,21 @@ def wire_index(fragment: dict[str, Any], path: str) -> int | None:
     raise NotImplementedError("lab 5.3: a fragment's wire index")
 
 
+def valid_text(text: str) -> str:
+    """`text` as valid Unicode: a surrogate pair becomes its character, a lone half U+FFFD."""
+    raise NotImplementedError("lab 5.3: valid text")
+
+
+def hold_high_surrogate(text: str) -> tuple[str, str]:
+    """`text` split before a high surrogate at its very end: its pair may open the next delta."""
+    raise NotImplementedError("lab 5.3: hold back half a surrogate pair")
+
+
+def valid_values(value: Any) -> Any:
+    """Parsed JSON with every string, key or value, made valid text."""
+    raise NotImplementedError("lab 5.3: valid text in parsed arguments")
+
+
 def parse_arguments(raw: str) -> dict[str, Any] | None:
     """The arguments of a finished call, or None when the text is not a JSON object."""
     raise NotImplementedError("lab 5.3: parse a finished call's arguments")

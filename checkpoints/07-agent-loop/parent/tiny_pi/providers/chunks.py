@@ -7,6 +7,13 @@ problem never escapes as an exception: a malformed chunk, an invalid JSON
 payload or a contradiction becomes one terminal error event that keeps
 the partial message.
 
+What reaches the transcript is valid Unicode. JSON may escape one half of
+a surrogate pair (`"\\ud83d"`), and a server that cuts an emoji between
+two chunks sends its halves in two deltas: a high surrogate at the end of
+a delta waits for the next delta of the same block, and any surrogate left
+alone becomes U+FFFD. Parsed arguments get the same treatment, since the
+model's own JSON may escape a lone half too.
+
 Every event carries its own snapshot of the message, and a long reply is
 tens of thousands of deltas, so a snapshot must not copy the text so far:
 a block's text is kept as a list of pieces, and an event's partial is a
@@ -100,6 +107,29 @@ def wire_index(fragment: dict[str, Any], path: str) -> int | None:
     return None if index is None else expect_int(index, f"{path}.index")
 
 
+def valid_text(text: str) -> str:
+    """`text` as valid Unicode: a surrogate pair becomes its character, a lone half U+FFFD."""
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def hold_high_surrogate(text: str) -> tuple[str, str]:
+    """`text` split before a high surrogate at its very end: its pair may open the next delta."""
+    if text and "\ud800" <= text[-1] <= "\udbff":
+        return text[:-1], text[-1]
+    return text, ""
+
+
+def valid_values(value: Any) -> Any:
+    """Parsed JSON with every string, key or value, made valid text."""
+    if isinstance(value, str):
+        return valid_text(value)
+    if isinstance(value, dict):
+        return {valid_text(key): valid_values(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [valid_values(item) for item in value]
+    return value
+
+
 def parse_arguments(raw: str) -> dict[str, Any] | None:
     """The arguments of a finished call, or None when the text is not a JSON object."""
     if raw.strip() == "":
@@ -108,7 +138,7 @@ def parse_arguments(raw: str) -> dict[str, Any] | None:
         value = json.loads(raw)
     except ValueError:
         return None
-    return value if isinstance(value, dict) else None
+    return valid_values(value) if isinstance(value, dict) else None
 
 
 def unparsed(block: AssistantContent) -> AssistantContent:
@@ -139,6 +169,8 @@ class ChunkAssembler:
         # The text of block i (a call's raw arguments) is "".join(self._pieces[i]). The
         # lists only grow, so a list's length says exactly how far its block had come.
         self._pieces: list[list[str]] = []
+        # A high surrogate that ended block i's last delta, waiting for its pair ("" if none).
+        self._held: list[str] = []
         self._text_index: int | None = None  # the text block still growing, if any
         # The wire index of a tool call -> the content index of the call it names now
         # (None: the index some servers leave out).
@@ -204,18 +236,20 @@ class ChunkAssembler:
             raise WireError(f"content arrived after finish_reason {self._finish_reason!r}")
         events: list[ModelEvent] = []
         if content:
-            events.append(self._on_text(content))
+            events += self._on_text(content)
         for position, fragment in enumerate(fragments):
             path = f"choices[0].delta.tool_calls[{position}]"
             events.append(self._on_fragment(expect_object(fragment, path), path))
         return events
 
-    def _on_text(self, delta: str) -> TextDeltaEvent:
+    def _on_text(self, delta: str) -> list[TextDeltaEvent]:
         """Extend the growing text block; text after a tool call opens a new one."""
         if self._text_index is None:
             self._text_index = self._grow(TextContent(""))
-        self._pieces[self._text_index].append(delta)  # never `text + delta`: that copies it all
-        return TextDeltaEvent(self._text_index, delta, self._snapshot())
+        delta = self._append(self._text_index, delta)
+        if not delta:
+            return []  # the delta was half a pair: it is announced with its other half
+        return [TextDeltaEvent(self._text_index, delta, self._snapshot())]
 
     def _on_fragment(self, fragment: dict[str, Any], path: str) -> ToolCallDeltaEvent:
         """Merge one tool-call fragment into the call with the same wire index."""
@@ -226,8 +260,21 @@ class ChunkAssembler:
         if index not in self._calls or self._names_another_call(index, call_id):
             self._calls[index] = self._open_call(call_id, function, path)
         content_index = self._calls[index]
-        self._pieces[content_index].append(piece)
+        piece = self._append(content_index, piece)
         return ToolCallDeltaEvent(content_index, piece, self._snapshot())
+
+    def _append(self, content_index: int, piece: str) -> str:
+        """Add a delta to a block as valid text; a trailing high surrogate waits for its pair."""
+        piece, self._held[content_index] = hold_high_surrogate(self._held[content_index] + piece)
+        piece = valid_text(piece)
+        self._pieces[content_index].append(piece)  # never `text + delta`: that copies it all
+        return piece
+
+    def _settle(self, content_index: int) -> None:
+        """The block grows no more: a high surrogate still waiting is a lone one, U+FFFD."""
+        if self._held[content_index]:
+            self._held[content_index] = ""
+            self._pieces[content_index].append("\ufffd")
 
     def _names_another_call(self, index: int | None, call_id: str | None) -> bool:
         """A new id on an open index starts a new call: some servers give every call index 0."""
@@ -239,6 +286,8 @@ class ChunkAssembler:
         if not call_id:
             raise WireError(f"{path}.id is missing: the first fragment of a call must carry it")
         name = expect_str(function.get("name"), f"{path}.function.name")
+        if self._text_index is not None:
+            self._settle(self._text_index)
         self._text_index = None
         return self._grow(ToolCall(id=call_id, name=name, arguments={}, raw_arguments=""))
 
@@ -246,6 +295,7 @@ class ChunkAssembler:
         """Add a block whose text will arrive in pieces; return its content index."""
         self._blocks += (block,)
         self._pieces.append([])
+        self._held.append("")
         return len(self._blocks) - 1
 
     def _finish(self, finish_reason: str) -> list[ModelEvent]:
@@ -265,6 +315,7 @@ class ChunkAssembler:
 
     def _end_call(self, content_index: int) -> ToolCallEndEvent:
         """A finished call: its raw arguments joined and parsed, once."""
+        self._settle(content_index)
         raw = "".join(self._pieces[content_index])
         call = with_text(self._blocks[content_index], raw)
         call = attrs.evolve(call, arguments=parse_arguments(raw))
@@ -284,6 +335,8 @@ class ChunkAssembler:
 
     def _final(self, stop_reason: StopReason, error: str | None = None) -> AssistantMessage:
         """The terminal message, built at once: it is the one the transcript keeps."""
+        for content_index in range(len(self._blocks)):
+            self._settle(content_index)
         sizes = tuple(map(len, self._pieces))
         return self._message_at(self._blocks, sizes, self._usage, stop_reason, error)
 
