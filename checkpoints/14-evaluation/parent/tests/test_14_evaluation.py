@@ -10,8 +10,12 @@ with its shareable report (14.4).
 import json
 import os
 import queue
+import signal
+import subprocess
 import sys
 import threading
+import time
+import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -27,6 +31,8 @@ from tiny_pi.eval.transcript_checks import transcript_problems
 from tiny_pi.messages import ToolCall, ToolResultMessage, assistant_message, text, user_message
 
 TIME_LIMIT = 10.0  # a guard against hangs, not a speed test: the machine may be busy
+PROCESS_TIME_LIMIT = 60.0  # a whole `python -m tiny_pi.eval` run, agents and checks included
+PROJECT = Path(__file__).resolve().parent.parent
 README = "# tiny-pi\nA small agent runtime.\n"
 SECRET_ANSWER = "The project is called tiny-pi."
 
@@ -45,6 +51,49 @@ def write_task(root, name, toml, files=None):
 def snapshot(root):
     """Every file under `root` with its bytes: to prove nothing was changed."""
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def running(marker):
+    """The ids of the live processes with `marker` in their command line (a zombie's is empty)."""
+    found = []
+    for name in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            arguments = Path("/proc", name, "cmdline").read_bytes().split(b"\0")
+        except OSError:  # it ended while we looked
+            continue
+        if any(marker.encode() in argument for argument in arguments):
+            found.append(int(name))
+    return found
+
+
+def wait_for(condition, process=None, limit=PROCESS_TIME_LIMIT):
+    """Poll `condition` until it holds; give up at `limit`, or as soon as `process` has exited."""
+    deadline = time.monotonic() + limit
+    while not condition():
+        if time.monotonic() > deadline or (process is not None and process.poll() is not None):
+            return False
+        time.sleep(0.05)
+    return True
+
+
+@pytest.fixture
+def marker():
+    """A word unique to this test, as a sleep's duration: `sleep MARKER` runs for ten minutes.
+
+    Whatever still runs with it in its command line at the end is killed, so
+    a test that fails (on a harness that leaves processes behind) cleans up.
+    """
+    word = f"600.{uuid.uuid4().int % 10**9:09d}"
+    yield word
+    kill_all(word)
+
+
+def kill_all(marker):
+    for pid in running(marker):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 # Lab 14.1: tasks, read and checked before anything runs.
@@ -73,9 +122,14 @@ MALFORMED = [
     ('prompt = "x"\nmax_turns = 2\n[[checks]]\ncommand = "true"\n[[checks]]\npath = "a"\ncontain = "x"\n',
      "checks[2].contain: unknown key (known: path, contains, command)"),
     ('prompt = "x"\nmax_turns = 2\n[[checks]]\npath = "a"\ncontains = 3\n', "checks[1].contains: must be a non-empty string, got 3"),
+    ('prompt = "x\\u0000y"\nmax_turns = 2\n[[checks]]\ncommand = "true"\n', "prompt: must not contain a NUL character"),
+    ('prompt = "x"\nmax_turns = 2\n[[checks]]\npath = "NAME\\u0000.txt"\ncontains = "x"\n',
+     "checks[1].path: must not contain a NUL character"),
+    ('prompt = "x"\nmax_turns = 2\n[[checks]]\ncommand = "true \\u0000"\n', "checks[1].command: must not contain a NUL character"),
 ]
 MALFORMED_IDS = ["no-prompt", "no-turns", "unknown-tool", "no-checks", "both-kinds", "unknown-key", "no-time",
-                 "not-toml", "tools-not-a-list", "unknown-check-key", "check-not-text"]
+                 "not-toml", "tools-not-a-list", "unknown-check-key", "check-not-text", "nul-in-prompt", "nul-in-path",
+                 "nul-in-command"]
 
 
 @pytest.mark.parametrize("toml, message", MALFORMED, ids=MALFORMED_IDS)
@@ -101,6 +155,14 @@ def test_task_tasks_load_by_name_and_a_missing_file_is_named(tmp_path):
     (tmp_path / "c").mkdir()
     with pytest.raises(TaskError, match=r"c/task\.toml: task\.toml: missing"):
         load_tasks(tmp_path)
+
+
+def test_task_a_task_named_report_json_is_refused_before_any_runs(tmp_path):
+    write_task(tmp_path, "a-fine", 'prompt = "x"\nmax_turns = 1\n[[checks]]\ncommand = "true"\n')
+    write_task(tmp_path, "report.json", 'prompt = "y"\nmax_turns = 1\n[[checks]]\ncommand = "true"\n')
+    with pytest.raises(TaskError) as error:
+        load_tasks(tmp_path)
+    assert str(error.value) == f"{tmp_path / 'report.json'}: name: report.json is the report's name in DIR: rename the task"
 
 
 @pytest.mark.parametrize("kind, reason", [("a-file", "not a directory"), ("empty", "no task directories")])
@@ -168,6 +230,18 @@ def test_judge_a_link_out_of_the_workspace_fails_and_a_slow_command_times_out(tm
     assert (linked.passed, linked.detail) == (False, "NAME.txt leads outside the workspace")
     slow = judge_check(Check(command="sleep 30"), root, time_limit=0.3)
     assert (slow.passed, slow.detail) == (False, "timed out after 0.3 s")
+
+
+def test_judge_a_link_loop_the_agent_made_fails_its_check(tmp_path):
+    (tmp_path / "NAME.txt").symlink_to("NAME.txt")  # ln -s NAME.txt NAME.txt
+    looped = judge_check(Check(path="NAME.txt", contains="tiny-pi"), tmp_path)
+    assert (looped.passed, looped.detail) == (False, "NAME.txt is not a file")
+
+
+def test_judge_a_command_ends_when_its_process_exits_and_takes_its_children_with_it(tmp_path, marker):
+    background = judge_check(Check(command=f"sleep {marker} & exit 0"), tmp_path, time_limit=TIME_LIMIT)
+    assert (background.passed, background.detail) == (True, "")  # not "timed out": the shell exited at once
+    assert wait_for(lambda: running(marker) == [], limit=TIME_LIMIT)  # its background sleep was killed
 
 
 def test_judge_an_answer_that_contradicts_itself_is_refused(tmp_path):
@@ -355,7 +429,50 @@ def test_run_an_agent_that_crashes_is_an_infrastructure_failure_of_execute(dirs)
     verdict = run_task(name_task(tasks), Settings("http://127.0.0.1:9/v1", "loopback", out, crash))
 
     assert (verdict.status, verdict.phase, verdict.failure) == (INFRASTRUCTURE, "execute", "agent-crashed")
+    assert verdict.detail == "exit status 1: no session written"  # an uncaught exception exits 1 too
     assert "the agent fell over" in (out / "name" / "agent.log").read_text()
+
+
+def test_run_a_traceback_in_the_agents_output_is_not_a_crash(dirs):
+    tasks, out = dirs
+    quoting = scripted(
+        tool_calls(("call_1", "bash", {"command": "python3 -c 'import no_such_module'; echo tiny-pi > NAME.txt"})),
+        answer('The import failed:\nTraceback (most recent call last):\n  File "<string>", line 1, in <module>\n'
+               "ModuleNotFoundError: No module named 'no_such_module'\nNAME.txt is written anyway."))
+    with serving(quoting) as server:
+        verdict = run_task(name_task(tasks, tools='"bash"'), Settings(server.base_url, "loopback", out))
+
+    assert "Traceback (most recent call last):" in (out / "name" / "agent.log").read_text()
+    assert (verdict.status, verdict.detail) == ("pass", "")
+
+
+def test_run_the_agent_gets_an_environment_of_its_own(dirs, monkeypatch):
+    tasks, out = dirs
+    monkeypatch.setenv("PYTHONPATH", ".")  # the agent runs in the copy: "." would be the workspace
+    monkeypatch.setenv("PATH", os.pathsep.join([".", os.environ["PATH"]]))
+    files = {"README.md": README, "trio.py": "raise SystemExit('the workspace trio.py was imported')\n"}
+    task = load_task(write_task(tasks, "name", NAME_TASK.replace("TOOLS", '"bash"'), files))
+    show = scripted(tool_calls(("call_1", "bash", {"command": 'echo "$HOME" > home.txt; echo "$PATH" > path.txt; '
+                                                              "echo tiny-pi > NAME.txt"})), answer("Done."))
+    with serving(show) as server:
+        verdict = run_task(task, Settings(server.base_url, "loopback", out))
+
+    assert verdict.status == "pass", (out / "name" / "agent.log").read_text()
+    workspace = out / "name" / "workspace"
+    assert (workspace / "home.txt").read_text().strip() == str(out / "name" / "user-root")
+    assert all(os.path.isabs(entry) for entry in (workspace / "path.txt").read_text().strip().split(os.pathsep))
+
+
+def test_run_the_time_limit_ends_every_process_the_agent_started(dirs, marker):
+    tasks, out = dirs
+    long_command = scripted(tool_calls(("call_1", "bash", {"command": f"touch started; sleep {marker}", "timeout": 600})))
+    task = load_task(write_task(tasks, "slow", NAME_TASK.replace("TOOLS", '"bash"').replace("20", "5"), {"README.md": README}))
+    with serving(long_command) as server:
+        verdict = run_task(task, Settings(server.base_url, "loopback", out))
+
+    assert (verdict.status, verdict.failure) == ("fail", "time-limit")
+    assert (out / "slow" / "workspace" / "started").exists()  # the command was running at the limit
+    assert wait_for(lambda: running(marker) == [], limit=TIME_LIMIT)  # in a session of its own, and still ended
 
 
 def test_run_a_file_that_cannot_be_collected_is_an_infrastructure_failure_of_collect(dirs):
@@ -457,6 +574,50 @@ def test_report_relative_tasks_and_out_work_from_any_directory(dirs, capsys, mon
     assert status == 0
     assert (out / "name" / "workspace" / "NAME.txt").read_text() == "tiny-pi\n"
     assert json.loads((out / "report.json").read_text())["summary"]["passed"] == 1
+
+
+def eval_command(server, tasks, out):
+    """`python -m tiny_pi.eval` as a subprocess, from this snapshot's root."""
+    return [sys.executable, "-m", "tiny_pi.eval", str(tasks), "--base-url", server.base_url, "--model", "loopback",
+            "--out", str(out)]
+
+
+def test_report_nothing_a_task_started_runs_on_after_it(dirs, marker):
+    tasks, out = dirs
+    daemon = scripted(tool_calls(("call_1", "bash", {"command": f"setsid sleep {marker} > /dev/null 2>&1 & "
+                                                                "echo $! > daemon.pid; echo tiny-pi > NAME.txt"})),
+                      answer("Done."))
+    checks = f'[[checks]]\ncommand = "sleep {marker} & exit 0"\n[[checks]]\ncommand = "setsid sleep {marker} & exit 0"\n'
+    name_task(tasks, tools='"bash"', checks=checks)
+    with serving(daemon) as server:
+        done = subprocess.run(eval_command(server, tasks, out), cwd=PROJECT, stdin=subprocess.DEVNULL,
+                              capture_output=True, text=True, timeout=PROCESS_TIME_LIMIT, check=False)
+
+    assert done.stdout.splitlines()[0] == "PASS name", done.stdout + done.stderr  # both checks exited 0 at once
+    assert done.returncode == 0
+    assert (out / "name" / "workspace" / "daemon.pid").read_text().strip().isdigit()  # the daemon did start
+    assert running(marker) == []  # the agent's daemon and both checks' children: all ended
+
+
+@pytest.mark.parametrize("number, status", [(signal.SIGTERM, 143), (signal.SIGINT, 130)], ids=["sigterm", "ctrl-c"])
+def test_report_a_stop_signal_ends_the_running_task_and_says_one_line(dirs, marker, number, status):
+    tasks, out = dirs
+    long_command = scripted(tool_calls(("call_1", "bash", {"command": f"sleep {marker}", "timeout": 600})))
+    name_task(tasks, tools='"bash"')
+    with serving(long_command) as server:
+        harness = subprocess.Popen(eval_command(server, tasks, out), cwd=PROJECT, stdin=subprocess.DEVNULL,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert wait_for(lambda: running(marker), harness), "the task's bash command never started"
+            harness.send_signal(number)
+            printed, said = harness.communicate(timeout=PROCESS_TIME_LIMIT)
+        finally:
+            harness.kill()
+            kill_all(str(out))  # an agent a broken harness left behind
+
+    assert (harness.returncode, said, printed) == (status, f"stopped by {signal.Signals(number).name}: no report written\n", "")
+    assert running(marker) == [] and running(str(out)) == []  # the bash command and the agent: ended
+    assert not (out / "name" / "run").exists() and not (out / "report.json").exists()
 
 
 def test_report_earlier_evidence_is_never_overwritten(dirs, capsys):

@@ -1,13 +1,17 @@
 """Judging a task: each check against the workspace the agent left, one result per check.
 
-A path check reads a file of the workspace copy (a path that leads out of
-it, through a link the agent made, fails); a command check runs in the copy
-under a time limit and passes when it exits 0. The verdict is only as good
-as the judge, so `contradiction` checks the judge's answer before it counts.
+A path check reads a file of the workspace copy; it fails, saying why,
+for a path that leads out of the copy through a link the agent made, a
+link loop, or a file the agent made unreadable: whatever the agent did to
+its workspace fails the check, never the harness. A command check runs in
+the copy under a time limit and passes when it exits 0; whatever it left
+running is ended with it. The verdict is only as good as the judge, so
+`contradiction` checks the judge's answer before it counts.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from attrs import frozen

@@ -14,6 +14,9 @@
 
 TASKS/NAME/workspace/, if there is one, is copied fresh for every run. A
 task that is not exactly this is malformed: TaskError names its file and key.
+No text of a task may hold a NUL character (the operating system cannot
+take one in an argument, a path or a command), and no task may be named
+report.json (its evidence would take the report's place in DIR).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from tiny_pi.toolset import DEFAULT_TOOLS, tool_names
 
 TASK_FILE = "task.toml"
 WORKSPACE = "workspace"
+REPORT_FILE = "report.json"  # DIR/report.json, beside each task's DIR/NAME/: no task may be named so
 DEFAULT_TIME_LIMIT = 120.0
 TASK_KEYS = ("prompt", "tools", "max_turns", "time_limit", "checks")
 CHECK_KEYS = ("path", "contains", "command")

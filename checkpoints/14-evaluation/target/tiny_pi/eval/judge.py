@@ -1,13 +1,17 @@
 """Judging a task: each check against the workspace the agent left, one result per check.
 
-A path check reads a file of the workspace copy (a path that leads out of
-it, through a link the agent made, fails); a command check runs in the copy
-under a time limit and passes when it exits 0. The verdict is only as good
-as the judge, so `contradiction` checks the judge's answer before it counts.
+A path check reads a file of the workspace copy; it fails, saying why,
+for a path that leads out of the copy through a link the agent made, a
+link loop, or a file the agent made unreadable: whatever the agent did to
+its workspace fails the check, never the harness. A command check runs in
+the copy under a time limit and passes when it exits 0; whatever it left
+running is ended with it. The verdict is only as good as the judge, so
+`contradiction` checks the judge's answer before it counts.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from attrs import frozen
@@ -46,12 +50,16 @@ def judge_check(check: Check, root: Path, time_limit: float = COMMAND_TIME_LIMIT
 
 def look_for(check: Check, root: Path) -> CheckResult:
     """Whether the file at `check.path` holds `check.contains`; a link out of the workspace fails."""
-    target = (root / str(check.path)).resolve()
-    if not target.is_relative_to(root.resolve()):
+    target = Path(os.path.realpath(root / str(check.path)))  # a link loop resolves, to a path that is no file
+    if not target.is_relative_to(os.path.realpath(root)):
         return CheckResult(check, False, f"{check.path} leads outside the workspace")
     if not target.is_file():
         return CheckResult(check, False, f"{check.path} is not a file")
-    if str(check.contains) not in target.read_text(encoding="utf-8", errors="replace"):
+    try:
+        found = str(check.contains) in target.read_text(encoding="utf-8", errors="replace")
+    except OSError as error:  # the agent may take the permission to read it away
+        return CheckResult(check, False, f"{check.path} cannot be read: {error.strerror}")
+    if not found:
         return CheckResult(check, False, f"{check.path} does not contain {check.contains!r}")
     return CheckResult(check, True)
 

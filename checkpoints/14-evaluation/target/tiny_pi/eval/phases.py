@@ -8,17 +8,21 @@ task's result says `infrastructure`, never that the agent failed the task.
 Evidence goes to OUT/NAME/: session.jsonl (the agent's session log),
 agent.log (its stdout and stderr), workspace/ (the files as the agent left
 them) and checks.json (each check's result). The agent works in a copy,
-OUT/NAME/run/, with an empty OUT/NAME/user-root/ as its --user-root, so
-that no skill or prompt template of the evaluator's ~/.tiny_pi changes the
-run; the phase clean up removes both, and the task directory is only ever
-read.
+OUT/NAME/run/, with an empty OUT/NAME/user-root/ as its --user-root and
+its HOME, so that no skill or prompt template of the evaluator's ~/.tiny_pi
+changes the run; the phase clean up removes both, and the task directory
+is only ever read. Nothing the agent started outlives its task: run_limited
+ends it all when the agent exits or is killed, dispose ends whatever is
+left, and a harness stopped by a signal still ends the task before it goes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import site
 import stat
 import sys
 from pathlib import Path
@@ -29,7 +33,7 @@ from attrs import frozen
 
 import tiny_pi
 from tiny_pi.eval.judge import CheckResult, contradiction, judge_checks
-from tiny_pi.eval.process import Finished, kill_group, run_limited
+from tiny_pi.eval.process import Finished, end_descendants, kill_group, run_limited
 from tiny_pi.eval.tasks import Task
 from tiny_pi.eval.transcript_checks import transcript_problems
 from tiny_pi.messages import AgentMessage, AssistantMessage
@@ -39,6 +43,12 @@ PASS, FAIL, INFRASTRUCTURE = "pass", "fail", "infrastructure"
 COPY, SESSION, AGENT_LOG, WORKSPACE, CHECKS = "run", "session.jsonl", "agent.log", "workspace", "checks.json"
 USER_ROOT = "user-root"  # the agent's --user-root: empty, so the run depends on the task alone
 AGENT = (sys.executable, "-P", "-m", "tiny_pi.agent")  # -P: never import from the workspace
+AGENT_STATUSES = (0, 1)  # how the agent ends by choice: the model stopped, or an error or the turn limit
+# Kept from the evaluator's environment for the agent: the locale, the temporary directory, the
+# API key, where bytecode goes (never what is imported) and how to reach a model server.
+KEPT_VARIABLES = ("LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "TINY_PI_API_KEY", "SSL_CERT_FILE", "SSL_CERT_DIR",
+                  "PYTHONPYCACHEPREFIX", "PYTHONDONTWRITEBYTECODE")
+PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")  # in either case
 
 Judge = Callable[[Task, Path], list[CheckResult]]
 
@@ -93,7 +103,7 @@ def run_task(task: Task, settings: Settings, judge: Judge = judge_checks) -> Tas
     try:
         prepare(task, evidence)
         finished = execute(task, settings, evidence)
-        refuse_crash(finished)
+        refuse_crash(finished, evidence / SESSION)
         collected = collect(evidence, finished)
         if finished.status is None:
             result = TaskResult(task.name, FAIL, "time-limit", None, f"time limit: {task.time_limit:g} s")
@@ -102,6 +112,10 @@ def run_task(task: Task, settings: Settings, judge: Judge = judge_checks) -> Tas
         result = attrs.evolve(result, turns=collected.turns, tokens=collected.tokens)
     except InfrastructureError as error:
         result = TaskResult(task.name, INFRASTRUCTURE, error.failure, error.phase, error.detail)
+    except BaseException:  # the harness is stopped (SIGTERM, Ctrl-C): the task still ends clean
+        with contextlib.suppress(InfrastructureError):
+            end_task(finished, evidence)
+        raise
     return closed(result, finished, evidence)
 
 
@@ -127,26 +141,45 @@ def execute(task: Task, settings: Settings, evidence: Path) -> Finished:
         "--tools", ",".join(task.tools), "--max-turns", str(task.max_turns), "--", task.prompt,
     ]
     try:
-        finished = run_limited(argv, evidence / COPY, task.time_limit, agent_environment())
+        finished = run_limited(argv, evidence / COPY, task.time_limit, agent_environment(evidence / USER_ROOT))
     except OSError as error:
         raise InfrastructureError("execute", "agent-not-started", str(error)) from None
     (evidence / AGENT_LOG).write_text(finished.output, encoding="utf-8")
     return finished
 
 
-def agent_environment() -> dict[str, str]:
-    """The agent finds this tiny_pi (PYTHONPATH), whatever directory it runs in."""
+def agent_environment(home: Path) -> dict[str, str]:
+    """The agent's environment, built: this tiny_pi on its path, `home` as HOME, a few of ours kept.
+
+    Inherited, PYTHONPATH=. (or PATH=.:...) would let the workspace's own
+    trio.py (or ls) replace what the agent imports (or runs). Only absolute
+    PATH entries are kept; Python finds its own packages from sys.executable
+    (a virtual environment) or PYTHONUSERBASE (pip --user), set here.
+    """
+    kept = {name: os.environ[name] for name in KEPT_VARIABLES if name in os.environ}
+    kept.update({name: value for name, value in os.environ.items() if name.lower() in PROXY_VARIABLES})
+    if not os.path.isabs(kept.get("PYTHONPYCACHEPREFIX", "/")):
+        del kept["PYTHONPYCACHEPREFIX"]  # relative: bytecode would be written into the workspace
+    path = [entry for entry in os.environ.get("PATH", os.defpath).split(os.pathsep) if os.path.isabs(entry)]
     source = str(Path(tiny_pi.__file__).resolve().parent.parent)
-    paths = [source, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
+    return {
+        **kept, "PATH": os.pathsep.join(path), "HOME": str(home), "PYTHONPATH": source,
+        "PYTHONUSERBASE": site.getuserbase(), "PYTHONUNBUFFERED": "1",  # agent.log keeps all, even after a kill
+    }
 
 
-def refuse_crash(finished: Finished) -> None:
-    """An ending the agent did not choose (an unexpected status, a signal, a traceback) is the harness's."""
+def refuse_crash(finished: Finished, session_file: Path) -> None:
+    """An ending the agent did not choose (another status, a signal, no session written) is the harness's.
+
+    What the agent printed is never the test: a model may quote a traceback,
+    and a bash result holds one whenever a python command fails.
+    """
     if finished.status is None:  # killed by the harness at the time limit: the task's failure
         return
-    if finished.status not in (0, 1) or "Traceback (most recent call last):" in finished.output:
+    if finished.status not in AGENT_STATUSES:
         raise InfrastructureError("execute", "agent-crashed", f"exit status {finished.status}")
+    if not session_file.exists() or session_file.stat().st_size == 0:
+        raise InfrastructureError("execute", "agent-crashed", f"exit status {finished.status}: no session written")
 
 
 def collect(evidence: Path, finished: Finished) -> Collected:
@@ -202,9 +235,7 @@ def judged(task: Task, evidence: Path, judge: Judge) -> TaskResult:
 def closed(result: TaskResult, finished: Finished | None, evidence: Path) -> TaskResult:
     """Dispose and clean up; their failure is reported unless an earlier phase's already is."""
     try:
-        dispose(finished)
-        clean_up(evidence / COPY)
-        clean_up(evidence / USER_ROOT)
+        end_task(finished, evidence)
     except InfrastructureError as error:
         if result.status != INFRASTRUCTURE:
             return attrs.evolve(result, status=INFRASTRUCTURE, failure=error.failure, phase=error.phase,
@@ -212,14 +243,23 @@ def closed(result: TaskResult, finished: Finished | None, evidence: Path) -> Tas
     return result
 
 
+def end_task(finished: Finished | None, evidence: Path) -> None:
+    """Dispose, then clean up the copy and the user root."""
+    dispose(finished)
+    clean_up(evidence / COPY)
+    clean_up(evidence / USER_ROOT)
+
+
 def dispose(finished: Finished | None) -> None:
-    """End whatever the agent left running in its process group."""
-    if finished is None:
-        return
+    """End whatever the task left running: the agent's process group, then every process below the harness."""
     try:
-        kill_group(finished.group)
+        if finished is not None:
+            kill_group(finished.group)
+        left = end_descendants()
     except OSError as error:
         raise InfrastructureError("dispose", "dispose-failed", str(error)) from None
+    if left:
+        raise InfrastructureError("dispose", "dispose-failed", f"{left} processes still running")
 
 
 def clean_up(scratch: Path) -> None:

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from tiny_pi.eval.phases import FAIL, INFRASTRUCTURE, PASS, TaskResult
+from tiny_pi.eval.tasks import REPORT_FILE
 
 SCHEMA = "tiny_pi.eval/1"
-REPORT_FILE = "report.json"
 
 
 def task_line(result: TaskResult) -> str:

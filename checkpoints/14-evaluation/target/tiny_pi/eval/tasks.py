@@ -14,6 +14,9 @@
 
 TASKS/NAME/workspace/, if there is one, is copied fresh for every run. A
 task that is not exactly this is malformed: TaskError names its file and key.
+No text of a task may hold a NUL character (the operating system cannot
+take one in an argument, a path or a command), and no task may be named
+report.json (its evidence would take the report's place in DIR).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from tiny_pi.toolset import DEFAULT_TOOLS, tool_names
 
 TASK_FILE = "task.toml"
 WORKSPACE = "workspace"
+REPORT_FILE = "report.json"  # DIR/report.json, beside each task's DIR/NAME/: no task may be named so
 DEFAULT_TIME_LIMIT = 120.0
 TASK_KEYS = ("prompt", "tools", "max_turns", "time_limit", "checks")
 CHECK_KEYS = ("path", "contains", "command")
@@ -88,6 +92,8 @@ def load_tasks(root: Path) -> list[Task]:
 
 def load_task(directory: Path) -> Task:
     """One task, from `directory`/task.toml, with every key checked."""
+    if directory.name == REPORT_FILE:
+        raise TaskError(directory, "name", f"{REPORT_FILE} is the report's name in DIR: rename the task")
     path = directory / TASK_FILE
     data = read_toml(path)
     for key in data:
@@ -119,6 +125,8 @@ def text_value(data: dict[str, Any], key: str, path: Path) -> str:
     value = data.get(key)
     if not isinstance(value, str) or not value.strip():
         raise TaskError(path, key, f"must be a non-empty string, got {value!r}")
+    if "\0" in value:
+        raise TaskError(path, key, "must not contain a NUL character")
     return value
 
 
@@ -166,6 +174,8 @@ def check_from_table(table: Any, key: str, path: Path) -> Check:
             raise TaskError(path, f"{key}.{name}", f"unknown key (known: {', '.join(CHECK_KEYS)})")
         if not isinstance(value, str) or not value:
             raise TaskError(path, f"{key}.{name}", f"must be a non-empty string, got {value!r}")
+        if "\0" in value:
+            raise TaskError(path, f"{key}.{name}", "must not contain a NUL character")
     if set(table) == {"command"}:
         return Check(command=table["command"])
     if set(table) != {"path", "contains"}:
