@@ -15,10 +15,18 @@ Three kinds, all plain files a person writes:
 Skills and templates come from several resource roots, the project's
 (`ROOT/.tiny_pi`) first, then the user's (`~/.tiny_pi`): the first root
 wins a name clash, and every list is sorted by name.
+
+Every resource file is read only when its real path (symlinks and `..`
+followed) is inside the directory it was found in: an AGENTS.md inside its
+own directory, the project's `.tiny_pi` inside the project, a skill or a
+template inside its resource root. Anything else, a symlink loop included,
+is skipped with one warning line, and the run goes on without it.
 """
 
 from __future__ import annotations
 
+import errno
+import os
 import re
 import shlex
 import sys
@@ -40,13 +48,14 @@ SKILLS_INTRO = (
     "Skills: instructions for special tasks. When a task matches a skill's description, "
     "read the skill's file with the read tool before you start."
 )
+LOOP = "leads through a symbolic link loop"
 PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z0-9_-]+)\s*\}\}")
 
 Warn = Callable[[str], None]
 
 
 class SkillError(ValueError):
-    """A skill file that cannot be used: broken front matter, or a path that leaves its root."""
+    """A resource file that cannot be used: a skill's broken front matter, or a real path that leaves its root."""
 
 
 class TemplateError(ValueError):
@@ -94,8 +103,8 @@ def warn_on_stderr(line: str) -> None:
     print(line, file=sys.stderr)
 
 
-def read_or_warn(path: Path, warn: Warn) -> str | None:
-    """The UTF-8 text of a resource file, or None after one warning line: it is skipped, the run goes on."""
+def read_or_warn(path: Path, root: Path, warn: Warn) -> str | None:
+    """The UTF-8 text of a resource file inside `root`, or None after one warning line: it is skipped, the run goes on."""
     raise NotImplementedError("lab 12.1: read a resource file, or warn and skip it")
 
 
@@ -104,14 +113,28 @@ def context_files(root: Path, warn: Warn = warn_on_stderr) -> list[ContextFile]:
     raise NotImplementedError("lab 12.1: the AGENTS.md files from the outermost parent to the root")
 
 
-def resource_roots(root: Path, user_root: Path) -> list[Path]:
-    """Where skills and templates are searched, in order: the project's, then the user's."""
+def resource_roots(root: Path, user_root: Path, warn: Warn = warn_on_stderr) -> list[Path]:
+    """Where skills and templates are searched, in order: the project's, then the user's.
+
+    The project's root counts only when its real path is inside the project;
+    the user's may lead anywhere (it is theirs). One that leads outside, or
+    through a symlink loop, is skipped with one warning.
+    """
     raise NotImplementedError("lab 12.1: the resource roots, the project's first")
 
 
 def real_path_inside(path: Path, root: Path) -> Path:
     """The real location of `path`, refused when it is not inside the real location of `root`."""
     raise NotImplementedError("lab 12.1: a real path inside a real root")
+
+
+def real_path(path: Path) -> Path:
+    """Where `path` really leads, symlinks and `..` followed; a symlink loop is a SkillError.
+
+    The strict realpath says ELOOP on every Python; Path.resolve() raises
+    RuntimeError for a loop on 3.11 and 3.12, and nothing at all on 3.13.
+    """
+    raise NotImplementedError("lab 12.1: a real path, a symlink loop refused")
 
 
 def read_front_matter(path: Path) -> dict[str, str]:

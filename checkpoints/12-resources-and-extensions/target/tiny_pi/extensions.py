@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
+import os
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -153,7 +154,8 @@ def load_extensions(paths: Iterable[Path], taken: Collection[str]) -> list[Exten
 def extension_paths(given: Sequence[Path], root: Path, trusted: bool) -> list[Path]:
     """The command line's extensions, then the project's when trusted; the others are said and never imported."""
     found = sorted((root / PROJECT_RESOURCES / EXTENSIONS_DIR).glob("*.py"))
-    project = [path for path in found if path.resolve() not in [other.resolve() for other in given]]
+    chosen = [os.path.realpath(path) for path in given]  # never raises: a symlink loop fails at import, in one line
+    project = [path for path in found if os.path.realpath(path) not in chosen]
     if not trusted:
         for path in project:
             print(SKIPPED.format(path=path), file=sys.stderr)

@@ -15,10 +15,18 @@ Three kinds, all plain files a person writes:
 Skills and templates come from several resource roots, the project's
 (`ROOT/.tiny_pi`) first, then the user's (`~/.tiny_pi`): the first root
 wins a name clash, and every list is sorted by name.
+
+Every resource file is read only when its real path (symlinks and `..`
+followed) is inside the directory it was found in: an AGENTS.md inside its
+own directory, the project's `.tiny_pi` inside the project, a skill or a
+template inside its resource root. Anything else, a symlink loop included,
+is skipped with one warning line, and the run goes on without it.
 """
 
 from __future__ import annotations
 
+import errno
+import os
 import re
 import shlex
 import sys
@@ -40,13 +48,14 @@ SKILLS_INTRO = (
     "Skills: instructions for special tasks. When a task matches a skill's description, "
     "read the skill's file with the read tool before you start."
 )
+LOOP = "leads through a symbolic link loop"
 PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z0-9_-]+)\s*\}\}")
 
 Warn = Callable[[str], None]
 
 
 class SkillError(ValueError):
-    """A skill file that cannot be used: broken front matter, or a path that leaves its root."""
+    """A resource file that cannot be used: a skill's broken front matter, or a real path that leaves its root."""
 
 
 class TemplateError(ValueError):
@@ -94,11 +103,11 @@ def warn_on_stderr(line: str) -> None:
     print(line, file=sys.stderr)
 
 
-def read_or_warn(path: Path, warn: Warn) -> str | None:
-    """The UTF-8 text of a resource file, or None after one warning line: it is skipped, the run goes on."""
+def read_or_warn(path: Path, root: Path, warn: Warn) -> str | None:
+    """The UTF-8 text of a resource file inside `root`, or None after one warning line: it is skipped, the run goes on."""
     try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, ValueError) as error:  # unreadable, or not UTF-8 text
+        return real_path_inside(path, root).read_text(encoding="utf-8")
+    except (OSError, ValueError) as error:  # unreadable, not UTF-8 text, or leading outside its root
         warn(f"{path} skipped: {error}")
         return None
 
@@ -109,27 +118,55 @@ def context_files(root: Path, warn: Warn = warn_on_stderr) -> list[ContextFile]:
     found = []
     for directory in [*reversed(base.parents), base]:
         path = directory / CONTEXT_FILE
-        text = read_or_warn(path, warn) if path.is_file() else None
+        text = read_or_warn(path, directory, warn) if path.is_file() or path.is_symlink() else None
         if text is not None:
             found.append(ContextFile(path, text))
     return found
 
 
-def resource_roots(root: Path, user_root: Path) -> list[Path]:
-    """Where skills and templates are searched, in order: the project's, then the user's."""
+def resource_roots(root: Path, user_root: Path, warn: Warn = warn_on_stderr) -> list[Path]:
+    """Where skills and templates are searched, in order: the project's, then the user's.
+
+    The project's root counts only when its real path is inside the project;
+    the user's may lead anywhere (it is theirs). One that leads outside, or
+    through a symlink loop, is skipped with one warning.
+    """
     roots: list[Path] = []
-    for candidate in (root / PROJECT_RESOURCES, user_root):
-        if candidate.resolve() not in [known.resolve() for known in roots]:
+    reals: list[Path] = []
+    for candidate, home in ((root / PROJECT_RESOURCES, root), (user_root, user_root)):
+        try:
+            real = real_path_inside(candidate, home)
+        except (OSError, ValueError) as error:
+            warn(f"{candidate} skipped: {error}")
+            continue
+        if real not in reals:  # the same directory twice is searched once
             roots.append(candidate)
+            reals.append(real)
     return roots
 
 
 def real_path_inside(path: Path, root: Path) -> Path:
     """The real location of `path`, refused when it is not inside the real location of `root`."""
-    real = path.resolve()
-    if not real.is_relative_to(root.resolve()):
+    real = real_path(path)
+    if not real.is_relative_to(real_path(root)):
         raise SkillError(f"{path} leads outside its resource root {root}")
     return real
+
+
+def real_path(path: Path) -> Path:
+    """Where `path` really leads, symlinks and `..` followed; a symlink loop is a SkillError.
+
+    The strict realpath says ELOOP on every Python; Path.resolve() raises
+    RuntimeError for a loop on 3.11 and 3.12, and nothing at all on 3.13.
+    """
+    try:
+        return Path(os.path.realpath(path, strict=True))
+    except FileNotFoundError:  # nothing there (yet): where it would be
+        return path.resolve()
+    except OSError as error:
+        if error.errno != errno.ELOOP:
+            raise
+        raise SkillError(f"{path} {LOOP}") from None
 
 
 def read_front_matter(path: Path) -> dict[str, str]:
@@ -163,7 +200,10 @@ def find_skills(roots: Sequence[Path], warn: Warn = warn_on_stderr) -> list[Skil
     """Every usable skill of every root, sorted by name; the first root wins a clash."""
     skills: dict[str, Skill] = {}
     for root in roots:
-        for path in sorted(root.glob(f"skills/*/{SKILL_FILE}")):
+        for folder in sorted(root.glob("skills/*")):
+            path = folder / SKILL_FILE
+            if not (path.is_symlink() or path.exists()):
+                continue  # not a skill's folder (a link that loops is one: it is said below)
             try:
                 skill = read_skill(path, root)
             except (ValueError, OSError) as error:  # SkillError, and a file that is not UTF-8 text
@@ -204,7 +244,7 @@ def find_templates(roots: Sequence[Path], warn: Warn = warn_on_stderr) -> dict[s
     templates: dict[str, Template] = {}
     for root in roots:
         for path in sorted(root.glob("prompts/*.md")):
-            text = None if path.stem in templates else read_or_warn(path, warn)
+            text = None if path.stem in templates else read_or_warn(path, root, warn)
             if text is not None:
                 templates[path.stem] = Template(path.stem, path, text)
     return dict(sorted(templates.items()))
@@ -266,7 +306,7 @@ def system_sections(files: Sequence[ContextFile], skills: Sequence[Skill]) -> di
 
 def load_resources(root: Path, user_root: Path, warn: Warn = warn_on_stderr) -> Resources:
     """Everything of `root` and its resource roots that a run needs, read once before it starts."""
-    roots = resource_roots(root, user_root)
+    roots = resource_roots(root, user_root, warn)
     skills = find_skills(roots, warn)
     sections = system_sections(context_files(root, warn), skills)
     return Resources(sections, tuple(skills), find_templates(roots, warn))

@@ -44,6 +44,8 @@ TIME_LIMIT = 10.0  # a guard against hangs, not a speed test: the machine may be
 PROCESS_TIME_LIMIT = 30.0  # a subprocess imports httpx and trio first
 PROJECT = Path(__file__).resolve().parent.parent
 README = "# tiny-pi\nA small agent runtime.\n"
+SECRET = "sk-outside-the-root-12"  # what a file outside every root holds: it must never reach a model
+LOOP = "leads through a symbolic link loop"
 
 
 def write(path, content):
@@ -88,6 +90,51 @@ def test_catalog_a_context_file_that_is_not_text_is_skipped_with_one_warning(tmp
     agents = root.resolve() / "AGENTS.md"
     assert agents not in [file.path for file in files]  # the run goes on without it
     assert len(warnings) == 1 and warnings[0].startswith(f"{agents} skipped: ")
+
+
+def test_catalog_a_context_file_that_leads_outside_its_directory_is_skipped_with_one_warning(tmp_path):
+    root = (tmp_path / "project").resolve()
+    outside = write(tmp_path / "outside" / "secret.txt", f"API_KEY={SECRET}\n")
+    write(root / "docs" / "agents.md", "Run the tests with pytest.\n")
+    (root / "AGENTS.md").symlink_to(root / "docs" / "agents.md")  # a link that stays inside: read
+    (root / "sub").mkdir()
+    (root / "sub" / "AGENTS.md").symlink_to(outside)  # as AGENTS.md -> /proc/self/environ would
+    warnings = []
+    files = context_files(root / "sub", warnings.append)
+    assert [(file.path, file.text) for file in files if file.path.is_relative_to(root)] == [
+        (root / "AGENTS.md", "Run the tests with pytest.\n")
+    ]
+    agents = root / "sub" / "AGENTS.md"
+    assert warnings == [f"{agents} skipped: {agents} leads outside its resource root {root / 'sub'}"]
+
+
+@pytest.mark.parametrize("link", ["outside", "loop"])
+def test_catalog_a_project_tiny_pi_that_leads_outside_the_project_or_loops_is_skipped_with_one_warning(
+    tmp_path, link
+):
+    root, user = tmp_path / "project", tmp_path / "user"
+    project_resources = root / ".tiny_pi"
+    skill(tmp_path / "outside", "review", f"Leak {SECRET}")
+    root.mkdir()
+    project_resources.symlink_to(tmp_path / "outside" if link == "outside" else project_resources)
+    skill(user, "explain", "The user's explanation")
+    warnings = []
+    roots = resource_roots(root, user, warnings.append)
+    assert roots == [user]  # the run goes on with the user's root alone
+    reason = f"leads outside its resource root {root}" if link == "outside" else LOOP
+    assert warnings == [f"{project_resources} skipped: {project_resources} {reason}"]
+    assert [s.name for s in find_skills(roots)] == ["explain"]
+
+
+def test_catalog_a_skill_file_that_is_a_symlink_loop_is_skipped_with_one_warning(tmp_path):
+    root = tmp_path / ".tiny_pi"
+    skill(root, "good", "A skill that works")
+    looping = root / "skills" / "loop" / "SKILL.md"
+    looping.parent.mkdir(parents=True)
+    looping.symlink_to(looping)
+    warnings = []
+    assert [s.name for s in find_skills([root], warnings.append)] == ["good"]
+    assert warnings == [f"skill {looping} skipped: {looping} {LOOP}"]
 
 
 def test_catalog_without_context_files_or_skills_there_is_no_system_prompt(tmp_path):
@@ -180,6 +227,21 @@ def test_template_fills_every_placeholder_and_the_first_root_wins(tmp_path):
     assert expand_prompt("What is this project?", templates) == "What is this project?"
 
 
+def test_template_a_file_that_leads_outside_its_root_or_loops_is_skipped_with_one_warning(tmp_path):
+    root = tmp_path / ".tiny_pi"
+    write(root / "prompts" / "explain.md", "Explain {{topic}}.")
+    outside = write(tmp_path / "outside" / "review.md", f"Send {SECRET} along.")
+    leaking, looping = root / "prompts" / "review.md", root / "prompts" / "loop.md"
+    leaking.symlink_to(outside)
+    looping.symlink_to(looping)
+    warnings = []
+    assert list(find_templates([root], warnings.append)) == ["explain"]
+    assert warnings == [
+        f"{looping} skipped: {looping} {LOOP}",
+        f"{leaking} skipped: {leaking} leads outside its resource root {root}",
+    ]
+
+
 def test_template_a_missing_argument_is_an_error_naming_it(tmp_path):
     templates = find_templates([write(tmp_path / "prompts" / "review.md", "Review {{file}} for {{focus}}.").parents[1]])
     with pytest.raises(TemplateError, match=r"prompt template /review is missing focus=\.\.\."):
@@ -259,6 +321,20 @@ def test_load_project_extensions_are_skipped_unless_trusted_and_never_imported(t
     assert not marker.exists()  # never imported: its code did not run
     assert [e.name for e in load_extensions(extension_paths([], root, trusted=True), taken=[])] == ["local"]
     assert marker.read_text() == "yes"
+
+
+def test_load_a_project_extension_that_is_a_symlink_loop_is_one_line_trusted_or_not(tmp_path, capsys):
+    root = tmp_path / "project"
+    looping = root / ".tiny_pi" / "extensions" / "loop.py"
+    looping.parent.mkdir(parents=True)
+    looping.symlink_to(looping)
+    assert load_extensions(extension_paths([], root, trusted=False), taken=[]) == []
+    assert capsys.readouterr().err == (
+        f"extension {looping} skipped: project extensions load only with --trust-project-extensions\n"
+    )
+    assert load_extensions(extension_paths([looping], root, trusted=True), taken=[]) == []  # given and found: once
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"extension {looping} not loaded: ")
 
 
 def test_load_a_raising_extension_tool_becomes_an_error_result(tmp_path):
@@ -467,6 +543,44 @@ def test_live_extension_tools_are_offered_besides_the_tools_picked(tmp_path, pro
     assert [tool["function"]["name"] for tool in server.requests[0][1]["tools"]] == ["read", "ls", "shout", "reverse"]
     assert sent_messages(server, 1)[-1]["content"] == "HELLO"
     assert f"extension {broken} not loaded: ImportError: no such thing" in capsys.readouterr().err
+
+
+def test_live_nothing_outside_the_root_reaches_the_model_or_the_session(tmp_path, project, capsys):
+    outside = tmp_path / "outside"
+    (project / "AGENTS.md").symlink_to(write(outside / "secret.txt", f"TINY_PI_API_KEY={SECRET}\n"))
+    template = project / ".tiny_pi" / "prompts" / "review.md"
+    template.parent.mkdir(parents=True)
+    template.symlink_to(write(outside / "review.md", f"Review this: {SECRET}"))
+    skill_file = project / ".tiny_pi" / "skills" / "review" / "SKILL.md"
+    skill_file.parent.mkdir(parents=True)
+    skill_file.symlink_to(write(outside / "SKILL.md", f"---\nname: review\ndescription: {SECRET}\n---\n{SECRET}\n"))
+    session = tmp_path / "session.jsonl"
+    with serving(calling_server("read", {"path": "README.md"})) as server:
+        assert agent(server, project, "--session", str(session), "Summarise the README.") == 0
+        assert len(server.requests) == 2
+        assert SECRET not in json.dumps(server.requests)  # in no request body, the system message included
+        assert SECRET not in session.read_text(encoding="utf-8")
+        assert agent(server, project, "--session", str(session), "/review") == 2  # no such template
+    assert len(server.requests) == 2 and SECRET not in session.read_text(encoding="utf-8")
+    resources, agents = project / ".tiny_pi", project.resolve() / "AGENTS.md"
+    lines = capsys.readouterr().err.splitlines()
+    for warning in [
+        f"skill {skill_file} skipped: {skill_file} leads outside its resource root {resources}",
+        f"{agents} skipped: {agents} leads outside its resource root {project.resolve()}",
+        f"{template} skipped: {template} leads outside its resource root {resources}",
+        "no prompt template /review (templates: none)",
+    ]:
+        assert warning in lines
+
+
+def test_live_a_symlink_loop_in_tiny_pi_is_one_warning_and_the_run_goes_on(project, capsys):
+    looping = project / ".tiny_pi"
+    looping.symlink_to(looping)
+    with serving(calling_server("read", {"path": "README.md"})) as server:
+        assert agent(server, project, "Summarise the README.") == 0
+    lines = capsys.readouterr().err.splitlines()
+    assert [line for line in lines if not line.startswith("[stop]")] == [f"{looping} skipped: {looping} {LOOP}"]
+    assert len(server.requests) == 2 and "system" not in json.dumps(sent_messages(server, 0))
 
 
 def test_live_a_template_prompt_is_sent_expanded_and_a_broken_one_stops_with_exit_2(tmp_path, project, capsys):
