@@ -597,8 +597,8 @@ def test_live_any_failure_to_write_an_entry_stops_the_run_before_the_next_model_
 
     stderr = done.stderr.decode()
     assert len(server.requests) == 1, stderr  # the message the log cannot hold is never sent
-    assert done.returncode == 130, stderr  # the run was stopped, and the second prompt never ran
-    assert "listener SessionRecorder raised ValueError: Out of range float values are not JSON compliant" in stderr
+    assert done.returncode != 0, stderr  # stopped: 130, aborted (chapter 13's poisoned runtime says 1)
+    assert "Out of range float values are not JSON compliant" in stderr  # why, in one line
     assert "Traceback" not in stderr
     assert roles(context_messages(list(read_session(path).entries))) == ["user"]
 

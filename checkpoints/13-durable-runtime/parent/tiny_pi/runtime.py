@@ -111,7 +111,7 @@ class Runtime:
         self.agent.subscribe(listener)
 
     def prompt(self, text: str) -> None:
-        """Queue `text`; it is answered after every prompt queued before it."""
+        """Queue `text` as valid text; it is answered after every prompt queued before it."""
         raise NotImplementedError("lab 13.1")
 
     def steer(self, text: str) -> None:
@@ -140,10 +140,10 @@ class Runtime:
         await self.compactor.all_but_newest()
 
     def record(self, event: AgentEvent) -> None:
-        """The session listener: a write that fails aborts the run and poisons the runtime."""
+        """The session listener: a write that fails, for any reason, aborts the run and poisons the runtime."""
         raise NotImplementedError("lab 13.1")
 
-    def poison(self, error: SessionWriteError) -> None:
+    def poison(self, error: Exception) -> None:
         """Remember the first failed write: from now on every prompt fails with it."""
         raise NotImplementedError("lab 13.1")
 

@@ -13,7 +13,10 @@ Its rules:
 - a prompt given while another runs is queued, and answered in order;
 - an entry is appended only after the agent has produced its message, and a
   system prompt entry only when the prompt differs from the last recorded one;
-- a failed write poisons the runtime: every later prompt fails with that error;
+- a prompt is made valid text first (a byte of argv or stdin that is not
+  UTF-8 arrives as a lone surrogate, which becomes U+FFFD, as in chapter 05);
+- a failed write poisons the runtime: every later prompt fails with that error,
+  whatever failed (the disk, or an entry JSON text cannot hold, like a NaN);
 - `flush` waits until the queue is answered; `dispose` waits for that too,
   closes the log (every entry already on disk) and refuses new prompts.
 """
@@ -42,6 +45,7 @@ from tiny_pi.compaction import (
 )
 from tiny_pi.extensions import Extension, subscribe_listeners
 from tiny_pi.messages import AgentMessage, Usage, text_of, user_message
+from tiny_pi.providers.chunks import valid_text
 from tiny_pi.session import OpenSession, SessionRecorder
 from tiny_pi.session_writer import SessionWriteError
 from tiny_pi.stateful_agent import Agent, Listener
@@ -111,7 +115,8 @@ class Runtime:
         self.agent.subscribe(listener)
 
     def prompt(self, text: str) -> None:
-        """Queue `text`; it is answered after every prompt queued before it."""
+        """Queue `text` as valid text; it is answered after every prompt queued before it."""
+        text = valid_text(text)
         if self.failure is not None:
             raise RuntimeRefused(POISONED.format(failure=self.failure))
         if self.disposed:
@@ -124,7 +129,7 @@ class Runtime:
     def steer(self, text: str) -> None:
         """Say `text` to the running prompt; with none running, it is queued as a prompt."""
         if self.agent.state.running:
-            self.agent.steer(text)
+            self.agent.steer(valid_text(text))
         else:
             self.prompt(text)
 
@@ -156,13 +161,13 @@ class Runtime:
         await self.compactor.all_but_newest()
 
     def record(self, event: AgentEvent) -> None:
-        """The session listener: a write that fails aborts the run and poisons the runtime."""
+        """The session listener: a write that fails, for any reason, aborts the run and poisons the runtime."""
         try:
             self.recorder(event)
-        except SessionWriteError as error:  # the recorder has aborted the run already
+        except Exception as error:  # the disk, or a ValueError from encode; the run is aborted already
             self.poison(error)
 
-    def poison(self, error: SessionWriteError) -> None:
+    def poison(self, error: Exception) -> None:
         """Remember the first failed write: from now on every prompt fails with it."""
         if self.failure is None:
             self.failure = str(error)
@@ -174,7 +179,7 @@ class Runtime:
             if self.failure is None:
                 try:
                     await self._answer(text)
-                except SessionWriteError as error:
+                except (SessionWriteError, ValueError) as error:  # a system prompt entry not written
                     self.poison(error)
             self._pending -= 1
             if self._pending == 0:

@@ -8,6 +8,7 @@ Each mode is also killed with SIGKILL mid-run, and a new run must go on
 from everything written before the kill.
 """
 
+import io
 import json
 import os
 import queue
@@ -172,6 +173,31 @@ def test_runtime_a_failed_write_poisons_it_and_later_prompts_fail_with_that_erro
     assert server.requests == []  # nothing reached the model that the log does not hold
 
 
+async def call_with_nan(stream, body):
+    """Every turn calls read with `{"path": NaN}`: Python's json reads it, no log line can hold it."""
+    await stream.send_all(STREAM_HEAD)
+    for payload in [*tool_call_chunks("call_1", "read", '{"path": NaN}'), chunk(finish_reason="tool_calls")]:
+        await send_chunk(stream, sse(payload))
+    await send_chunk(stream, b"data: [DONE]\n\n")
+    await stream.send_all(b"0\r\n\r\n")
+
+
+def test_runtime_any_failure_to_write_poisons_it_not_only_the_disk(project, tmp_path):
+    async def one_then_another(runtime):
+        runtime.prompt("Read it.")
+        await runtime.flush()
+        with pytest.raises(RuntimeRefused) as refused:
+            runtime.prompt("And again?")
+        return str(refused.value)
+
+    session = open_session(tmp_path / "session.jsonl", None, "loopback")
+    server, runtime, refusal = run_with_runtime(project, session, one_then_another, call_with_nan)
+
+    assert runtime.failure == "Out of range float values are not JSON compliant"
+    assert refusal == f"the session log failed, so the runtime takes no more prompts: {runtime.failure}"
+    assert len(server.requests) == 1  # the call the log cannot hold never reached the model again
+
+
 def test_runtime_dispose_waits_for_the_disk_then_refuses_new_prompts(project, tmp_path):
     path = tmp_path / "session.jsonl"
 
@@ -285,6 +311,39 @@ def test_mode_json_gives_each_prompt_of_stdin_its_own_run(project):
     assert done.returncode == 0, done.stderr
     assert types.count("agent_start") == types.count("agent_end") == 2
     assert types.index("agent_end") + 1 == types.index("agent_start", 1)
+
+
+def test_mode_json_a_prompt_that_is_not_utf8_is_valid_text_in_every_event_and_the_log(project, tmp_path):
+    path = tmp_path / "session.jsonl"
+    with serving() as server:  # the prompt's bytes as a Latin-1 terminal sends them: Python reads \udce9
+        argv = [*map(os.fsencode, command(server, project, "--mode", "json", "--session", str(path))), b"caf\xe9?"]
+        done = subprocess.run(argv, cwd=PROJECT, env=environment(), capture_output=True,
+                              timeout=PROCESS_TIME_LIMIT, check=False)
+
+    stderr = done.stderr.decode()
+    assert done.returncode == 0, stderr
+    events = [json.loads(line) for line in done.stdout.decode("utf-8").splitlines()]  # valid UTF-8, every line
+    assert [e["type"] for e in events][0] == "agent_start" and events[-1]["type"] == "agent_end"
+    assert events[-1]["stop_reason"] == "stop"
+    assert server.requests[0][1]["messages"][-1]["content"] == "caf\ufffd?"
+    assert user_texts(path) == ["caf\ufffd?"]
+    shown = subprocess.run([sys.executable, "-m", "tiny_pi.session", str(path)], cwd=PROJECT, env=environment(),
+                           capture_output=True, timeout=PROCESS_TIME_LIMIT, check=False)
+    assert shown.returncode == 0, shown.stderr.decode()
+    assert "user: caf\ufffd?" in shown.stdout.decode("utf-8")
+
+
+def test_mode_json_never_drops_an_event_it_cannot_encode(project):
+    from tiny_pi.agent_events import AgentEndEvent, AgentOutcome
+    from tiny_pi.messages import Usage, user_message
+    from tiny_pi.modes.json_mode import JsonPrinter
+
+    out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", write_through=True)  # strict, as a pipe is
+    printer = JsonPrinter(out, on_closed=lambda: None)
+    printer(AgentEndEvent(AgentOutcome("stop", 1, Usage(), (user_message("caf\udce9"),))))
+
+    line = out.buffer.getvalue().decode("utf-8")
+    assert json.loads(line)["messages"][0]["content"] == [{"type": "text", "text": "caf\ufffd"}]
 
 
 def close_stdout_during_the_second_call(project, *mode):

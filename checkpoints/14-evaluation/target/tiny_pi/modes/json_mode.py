@@ -7,6 +7,8 @@ event's fields keep their names; messages, tool calls and usage are in the
 IR's saved form (chapter 03: camelCase keys, `message_from_data` reads them
 back); a tool event also carries `tool_call_id`. The growing partial
 message of a model event is left out: `turn_end` carries the whole one.
+Every line is valid UTF-8: a lone surrogate that got this far (an
+extension's output, say) is written as U+FFFD, never a dropped event.
 Summaries and diagnostics go to stderr, as in text mode. A reader that
 closes stdout aborts the run: nobody is left to read what it does.
 """
@@ -22,6 +24,7 @@ import attrs
 from tiny_pi.agent_events import AgentEndEvent, AgentEvent, ToolExecutionEndEvent, ToolExecutionStartEvent
 from tiny_pi.messages.transcript import to_data
 from tiny_pi.modes.text import run_prompts, silence
+from tiny_pi.providers.chunks import valid_text
 from tiny_pi.runtime import Runtime
 
 
@@ -63,7 +66,7 @@ class JsonPrinter:
     def __call__(self, event: AgentEvent) -> None:
         if not self.closed:
             try:
-                self.out.write(json.dumps(event_data(event), ensure_ascii=False) + "\n")
+                self.out.write(valid_text(json.dumps(event_data(event), ensure_ascii=False)) + "\n")
                 self.out.flush()
             except BrokenPipeError:
                 self.closed = True
