@@ -466,7 +466,7 @@ def test_run_the_agent_gets_an_environment_of_its_own(dirs, monkeypatch):
 def test_run_the_time_limit_ends_every_process_the_agent_started(dirs, marker):
     tasks, out = dirs
     long_command = scripted(tool_calls(("call_1", "bash", {"command": f"touch started; sleep {marker}", "timeout": 600})))
-    task = load_task(write_task(tasks, "slow", NAME_TASK.replace("TOOLS", '"bash"').replace("20", "5"), {"README.md": README}))
+    task = load_task(write_task(tasks, "slow", NAME_TASK.replace("TOOLS", '"bash"').replace("20", "8"), {"README.md": README}))
     with serving(long_command) as server:
         verdict = run_task(task, Settings(server.base_url, "loopback", out))
 
