@@ -7,6 +7,7 @@ quietly with 0.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import math
 import os
@@ -14,7 +15,7 @@ import shlex
 import sys
 import time
 from pathlib import Path
-from typing import Any, Awaitable, Callable, TypeVar
+from typing import Any, Awaitable, Callable, Iterator, TypeVar
 
 import click
 
@@ -75,8 +76,29 @@ def _print_version(context: click.Context, parameter: click.Parameter, value: bo
     context.exit()
 
 
+class ClosedPipe(Exception):
+    """The reader of stdout went away (`course checkpoint 01 | head -1`).
+
+    Not an OSError on purpose: click's own main() turns an EPIPE into exit
+    status 1 before our main() sees it; this passes through click to main(),
+    which ends quietly with 0 as the README says.
+    """
+
+
 class LearnerOrder(click.Group):
-    """Commands listed in the learner's order, each with its whole first sentence."""
+    """Commands listed in the learner's order, each with its whole first sentence.
+
+    Parsing (`--help`, `--version`) and the command itself run inside
+    `make_context` and `invoke`; a closed pipe in either leaves as ClosedPipe.
+    """
+
+    def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
+        with _pipe_closed_as_closed_pipe():
+            return super().make_context(*args, **kwargs)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        with _pipe_closed_as_closed_pipe():
+            return super().invoke(ctx)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         known = super().list_commands(ctx)
@@ -410,7 +432,18 @@ def _written_path(error: OSError) -> str:
 def _closed_pipe(error: BaseException) -> bool:
     if isinstance(error, BaseExceptionGroup):
         return all(_closed_pipe(leaf) for leaf in _leaves(error))
-    return isinstance(error, BrokenPipeError) or (isinstance(error, OSError) and error.errno == errno.EPIPE)
+    return isinstance(error, (BrokenPipeError, ClosedPipe)) or (
+        isinstance(error, OSError) and error.errno == errno.EPIPE)
+
+
+@contextlib.contextmanager
+def _pipe_closed_as_closed_pipe() -> Iterator[None]:
+    try:
+        yield
+    except OSError as error:
+        if error.errno != errno.EPIPE:
+            raise
+        raise ClosedPipe() from error
 
 
 def _silence_stdout() -> None:
