@@ -43,7 +43,8 @@ def endings_as_interrupts() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    arrived: list[int] = []
+    arrived = _HANDED_ON
+    arrived.clear()
 
     def interrupt(number: int, frame: FrameType | None) -> None:
         arrived.append(number)
@@ -63,6 +64,19 @@ def endings_as_interrupts() -> Iterator[None]:
         if arrived:
             sys.stdout.flush()
             signal.raise_signal(arrived[0])
+
+
+# The endings endings_as_interrupts handed on as Ctrl-C, in the order they came.
+_HANDED_ON: list[int] = []
+
+
+def handed_on_as_interrupt() -> int | None:
+    """The SIGTERM or SIGHUP that reached the SIGINT handler in Ctrl-C's place, if one did.
+
+    A handler that is told SIGINT (trio's signal receiver in `course watch`)
+    asks here which signal it really was, to name it.
+    """
+    return _HANDED_ON[-1] if _HANDED_ON else None
 
 
 def caused_by_interrupt(error: BaseException) -> bool:

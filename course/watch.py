@@ -39,7 +39,7 @@ from course.catalog import Chapter, Lab
 from course.checklist import Check
 from course.checks import check_practice
 from course.runner import RunPool
-from course.errors import CourseError, UsageError
+from course.errors import CourseError, UsageError, handed_on_as_interrupt
 from course.nextstep import next_step
 from course.output import progress, result_lines
 from course.progress import read_last_test, save_result
@@ -433,6 +433,8 @@ class WatchSession:
             await trio.sleep_forever()
         with trio.open_signal_receiver(*wanted) as signals:
             async for number in signals:
+                if number == signal.SIGINT:  # or a closed terminal's SIGHUP, handed on as Ctrl-C
+                    number = handed_on_as_interrupt() or number
                 self.stopped_by = signal.Signals(number).name
                 scope.cancel()
                 return
