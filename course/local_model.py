@@ -12,6 +12,7 @@ Without the extra nothing is started: one line says how to install it.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import signal
@@ -19,6 +20,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Iterator
 
 from attrs import frozen
 
@@ -159,14 +161,43 @@ def serve(server: LocalServer) -> Ended:
     environment = dict(os.environ, HOST=server.host, PORT=str(server.port))
     environment.pop("CONFIG_FILE", None)  # a config file would replace every option given here
     sys.stdout.flush()  # what was printed before comes before the server's own lines
-    child = subprocess.Popen(server.command, env=environment, stdin=subprocess.DEVNULL, process_group=0)
+    child: subprocess.Popen[bytes] | None = None
     try:
+        with _held_back():
+            child = subprocess.Popen(server.command, env=environment, stdin=subprocess.DEVNULL, process_group=0)
         return Ended(child.wait(), stopped=False)
     except KeyboardInterrupt:
+        if child is None:
+            raise
         return Ended(_stop(child), stopped=True)
     except BaseException:
-        _stop(child)
+        if child is not None:
+            _stop(child)
         raise
+
+
+@contextlib.contextmanager
+def _held_back() -> Iterator[None]:
+    """Ctrl-C, SIGTERM and SIGHUP held back until the block is done, then delivered.
+
+    Around the server's start: one that lands inside Popen, after the fork,
+    would leave the server running with nobody to stop it. The signals are
+    recorded, not blocked: a blocked mask would pass to the server through
+    exec, and the server must take the SIGINT that stops it.
+    """
+    arrived: list[int] = []
+    numbers = [getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)]
+    handlers = {number: signal.getsignal(number) for number in numbers}
+    handlers = {number: handler for number, handler in handlers.items() if handler not in (None, signal.SIG_IGN)}
+    for number in handlers:
+        signal.signal(number, lambda received, _frame: arrived.append(received))
+    try:
+        yield
+    finally:
+        for number, handler in handlers.items():
+            signal.signal(number, handler)
+        for number in dict.fromkeys(arrived):
+            signal.raise_signal(number)  # now with the real handler
 
 
 def _stop(child: subprocess.Popen[bytes]) -> int:
