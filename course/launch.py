@@ -32,6 +32,12 @@ def main() -> None:
             hosts.prestart()
         from course.cli import main as cli_main
         from course.errors import endings_as_interrupts
+    except ModuleNotFoundError as error:
+        if (error.name or "course").partition(".")[0] == "course":
+            raise
+        from course.requirements import end_without_library
+
+        end_without_library(error.name or "a library")
     except BaseException as error:  # Ctrl-C while starting up: nothing was begun (a worker dies with us)
         from course.errors import caused_by_interrupt, end_interrupted
 

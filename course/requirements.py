@@ -10,8 +10,10 @@ the checkout's pyproject.toml, so they are written in one place.
 
 from __future__ import annotations
 
+import sys
 import tomllib
 from pathlib import Path
+from typing import NoReturn
 
 from course.errors import CourseError
 
@@ -32,6 +34,8 @@ def declared(root: Path, extra: str | None = None) -> list[str]:
     import importlib.metadata  # here, not on top: `course test` imports this module but never calls it
 
     pyproject = root / "pyproject.toml"
+    if not pyproject.is_file():  # COURSE_ROOT names chapters elsewhere: the course's own checkout declares them
+        pyproject = Path(__file__).resolve().parent.parent / "pyproject.toml"
     if extra is not None and pyproject.is_file():
         project = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]
         return list(project.get("optional-dependencies", {}).get(extra, []))
@@ -76,6 +80,17 @@ def problems(requirements: list[str]) -> list[str]:
     return found
 
 
+INSTALL_ADVICE = ("Install the course into it (`python -m pip install -e .` in the course checkout) "
+                  "or run the `course` of the environment you installed it in.")
+
+
+def end_without_library(name: str) -> NoReturn:
+    """Exit 2 with one line: this Python cannot even start the course (click, attrs... are missing)."""
+    print(f"course: this Python lacks the course's own dependencies: {name} (not installed). {INSTALL_ADVICE}",
+          file=sys.stderr)
+    sys.exit(2)
+
+
 def require_dependencies(root: Path) -> None:
     """Exit 2 with one line when this Python cannot run the chapters' tests."""
     try:
@@ -84,7 +99,4 @@ def require_dependencies(root: Path) -> None:
         found = ["packaging (not installed)"]
     if found:
         raise MissingDependencies(
-            f"this Python cannot run the chapters' tests: {', '.join(found)}. "
-            "Install the course into it (`python -m pip install -e .` in the course checkout) "
-            "or run the `course` of the environment you installed it in."
-        )
+            f"this Python cannot run the chapters' tests: {', '.join(found)}. {INSTALL_ADVICE}")
