@@ -96,10 +96,13 @@ def chapter_of(directory: Path, catalog: Catalog) -> Chapter | None:
 
 
 def is_practice_dir(directory: Path) -> bool:
-    """A dir `course practice` made: a snapshot's pytest.ini, and a LEARNING.md titled with its chapter."""
+    """A dir `course practice` made: a LEARNING.md titled with its chapter.
+
+    Its pytest.ini is not needed: a learner who deleted it still has a
+    practice dir, whose verdict names pytest.ini as missing (the chapter's
+    ran instead) and whose `course reset --file pytest.ini` brings it back.
+    """
     try:
-        if not (directory / "pytest.ini").is_file():
-            return False
         with (directory / LEARNING).open(encoding="utf-8") as stream:
             return _TITLE.match(stream.readline()) is not None
     except (OSError, UnicodeDecodeError):
@@ -258,7 +261,7 @@ def check_learner_path(path: Path, root: Path, chapter: Chapter | None, typed: s
         exists = info is not None
         is_dir = info is not None and stat.S_ISDIR(info.st_mode)
         under_checkpoints = inside(path, root / "checkpoints")
-        has_config = is_dir and (path / "pytest.ini").is_file()
+        has_config = is_dir and ((path / "pytest.ini").is_file() or is_practice_dir(path))
     except (OSError, RuntimeError) as error:
         raise path_problem(error, label) from None
     if under_checkpoints:
@@ -276,5 +279,6 @@ def check_learner_path(path: Path, root: Path, chapter: Chapter | None, typed: s
         raise UsageError(f"{label} is not a directory.")
     if not has_config:
         raise UsageError(
-            f"{label} has no pytest.ini: it does not look like a practice dir made by `course practice`."
+            f"{label} has no pytest.ini and no LEARNING.md naming its chapter: "
+            "it does not look like a practice dir made by `course practice`."
         )
