@@ -4,8 +4,10 @@ Every promise here had no test of its own: a closed pipe after a proof or a
 green run, `checkpoint` and `verify` ended by Ctrl-C, `kill` or a closed
 terminal, `course watch` stopped while it waits for a save, `course
 local-model` stopped while it serves (a stand-in server, so no extra is
-needed), a first red light that is not the documented one, a Python without
-the course's own libraries, and every kind of learner file a verdict names.
+needed), a terminal closed at `course reset`'s question, a first red light
+that is not the documented one, `course redlight`'s refusals, a Python
+without the course's own libraries, and every kind of learner file a verdict
+names.
 Each signal is sent once the process shows it is where the test wants it
 (a run under way, a line printed): never after a fixed sleep.
 """
@@ -316,3 +318,32 @@ def test_redlight_refuses_an_unknown_exercise_and_a_revert_with_nothing_to_take_
     assert "red light 1.R1's change is not in your code as the patch made it" in revert.stderr
     assert "nothing was changed" in revert.stderr
     assert adder.read_bytes() == before
+
+
+def test_a_terminal_closed_at_the_reset_prompt_ends_by_sighup_and_changes_nothing(
+        mini_course: Path, tmp_path: Path) -> None:
+    """The learner's question is open when the terminal goes (Ctrl-C there: test_learner_cmds.py)."""
+    directory = made_practice(mini_course, "1", tmp_path / "p")
+    adder = directory / "tiny_pi/adder.py"
+    adder.write_text("def add(a, b):\n    return 0\n")
+    process = subprocess.Popen([sys.executable, "-m", "course", "reset", "1", str(directory)], cwd=REPO,
+                               env=course_env(mini_course), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)
+    try:
+        shown = b""
+        while not shown.endswith(b"Reset these files? [y/N]: "):
+            byte = os.read(process.stdout.fileno(), 1)  # type: ignore[union-attr]
+            assert byte, f"reset ended before it asked: {shown!r}"
+            shown += byte
+        process.send_signal(signal.SIGHUP)
+        _, stderr = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == -signal.SIGHUP, stderr
+    assert stderr.decode().strip() == INTERRUPTED
+    assert adder.read_text() == "def add(a, b):\n    return 0\n"
+    branches = subprocess.run(["git", "-C", str(directory), "branch", "--list", "course-saves"],
+                              capture_output=True, text=True, check=True).stdout
+    assert branches == "", "nothing was saved: the learner never answered"
