@@ -26,7 +26,7 @@ from course.checklist import ChapterTime
 from course.errors import INTERRUPTED, CourseError, UsageError, caused_by_interrupt
 from course.failures import observed_predictions
 from course.locate import beside, path_problem, suggest
-from course.requirements import require_dependencies
+from course.requirements import missing_library, require_dependencies
 from course.nextstep import next_step
 from course.progress import read_last_test, save_result
 from course.redlights import record as record_redlights
@@ -409,6 +409,10 @@ def _exit_status(error: BaseException) -> int:
     if isinstance(error, click.ClickException):
         error.show()
         return error.exit_code
+    without = missing_library(error)
+    if without is not None:  # a library imported by one command only (GitPython for reset) is missing
+        click.echo(without, err=True)
+        return 2
     leaves = _leaves(error) if isinstance(error, BaseExceptionGroup) else [error]
     if all(isinstance(leaf, (CourseError, OSError)) for leaf in leaves):
         for leaf in leaves:

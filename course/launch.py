@@ -33,11 +33,11 @@ def main() -> None:
         from course.cli import main as cli_main
         from course.errors import endings_as_interrupts
     except ModuleNotFoundError as error:
-        if (error.name or "course").partition(".")[0] == "course":
-            raise
-        from course.requirements import end_without_library
+        from course.requirements import end_without_library, missing_library
 
-        end_without_library(error.name or "a library")
+        if missing_library(error) is None:
+            raise
+        end_without_library(error)
     except BaseException as error:  # Ctrl-C while starting up: nothing was begun (a worker dies with us)
         from course.errors import caused_by_interrupt, end_interrupted
 

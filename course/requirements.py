@@ -84,10 +84,22 @@ INSTALL_ADVICE = ("Install the course into it (`python -m pip install -e .` in t
                   "or run the `course` of the environment you installed it in.")
 
 
-def end_without_library(name: str) -> NoReturn:
+# The dependencies whose module is named otherwise than their distribution.
+_DISTRIBUTION_OF = {"git": "gitpython", "attr": "attrs"}
+
+
+def missing_library(error: BaseException) -> str | None:
+    """The one line for an import of a library this Python lacks (not a module of the course's own), else None."""
+    top = (getattr(error, "name", None) or "course").partition(".")[0]
+    if not isinstance(error, ModuleNotFoundError) or top == "course":
+        return None
+    name = _DISTRIBUTION_OF.get(top, top)
+    return f"course: this Python lacks the course's own dependencies: {name} (not installed). {INSTALL_ADVICE}"
+
+
+def end_without_library(error: ModuleNotFoundError) -> NoReturn:
     """Exit 2 with one line: this Python cannot even start the course (click, attrs... are missing)."""
-    print(f"course: this Python lacks the course's own dependencies: {name} (not installed). {INSTALL_ADVICE}",
-          file=sys.stderr)
+    print(missing_library(error), file=sys.stderr)
     sys.exit(2)
 
 

@@ -222,6 +222,22 @@ def test_a_python_without_the_courses_own_libraries_is_one_line_and_exit_2(tmp_p
     assert not (tmp_path / "never-made").exists()
 
 
+def test_a_library_only_one_command_imports_is_named_in_one_line_too(mini_course: Path, tmp_path: Path) -> None:
+    """`course reset` is the first to import GitPython; without it, one line and exit 2, nothing changed.
+    Before: a ModuleNotFoundError traceback from `import git`."""
+    directory = made_practice(mini_course, "1", tmp_path / "p")
+    adder = directory / "tiny_pi/adder.py"
+    adder.write_text("def add(a, b):\n    return 0\n")
+    without_git = ("import sys\nsys.modules['git'] = None  # what `import git` meets in a Python without GitPython\n"
+                   "sys.argv = ['course', *sys.argv[1:]]\nfrom course.launch import main\nmain()\n")
+    result = subprocess.run([sys.executable, "-c", without_git, "reset", "1", str(directory), "--yes"], cwd=tmp_path,
+                            env=course_env(mini_course), capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2, result
+    assert result.stderr.startswith("course: this Python lacks the course's own dependencies: gitpython (not installed)")
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+    assert adder.read_text() == "def add(a, b):\n    return 0\n"
+
+
 def test_a_course_root_without_pyproject_still_has_the_courses_dependencies_checked(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """COURSE_ROOT naming chapters elsewhere, `course` run from a checkout it was not installed from:
