@@ -35,7 +35,7 @@ from course.errors import ChapterError
 from course.lineage import lineage_problems
 from course.runner import (
     COLLECTION_ERROR, CONFIG_ERROR, CRASHED, FAILED, FAILING, MEMORY, NO_TESTS, PASSED, TIMEOUT, RunPool,
-    RunResult, RunSpec, Shown,
+    RunResult, RunSpec, Shown, pytest_counts,
 )
 from course.output import replaced_note
 from course.verdict_copy import verdict_copy
@@ -155,35 +155,53 @@ def _count_check(chapter: Chapter, kind: str, name: str, owner: Chapter, run: Ru
     # One run holds every chapter's files: judge this chapter's by its own tests, so another
     # file's failure does not print "expected 2/2, actual 2/2" as a failure here.
     cases = [case for case in run.tests if case.file in owner.focused_tests]
-    passed, failed = _tally(cases)
-    ok = run.outcome in (PASSED, FAILED) and passed == owner.expected_passed and failed == 0
+    ok = run.outcome in (PASSED, FAILED) and _green(cases, owner.expected_passed)
     return Check(
         chapter=chapter.name,
         kind=kind,
         name=name,
         ok=ok,
         expected=f"{owner.expected_passed}/{owner.expected_passed} passed",
-        actual=_counts(run, passed, failed),
+        actual=_counts(run, cases),
         detail="" if ok else excerpt(run.output),
         duration=run.duration,
         run=run,
     )
 
 
-def _tally(cases: Sequence[Any]) -> tuple[int, int]:
-    """(passed, not passed): a skipped, xfailed or never-reported test is not a pass."""
-    passed = sum(1 for case in cases if case.outcome == PASSED)
-    return passed, len(cases) - passed
+def _green(cases: Sequence[Any], expected: int) -> bool:
+    """Exactly `expected` tests, every one passed in every phase.
+
+    A skipped, xfailed or never-reported test is not a pass, and neither is
+    one that passed and then failed in teardown (pytest counts it passed and
+    an error: green needs no error at all).
+    """
+    return len(cases) == expected and all(case.outcome == PASSED for case in cases)
 
 
-def _counts(run: RunResult, passed: int, failed: int) -> str:
+def _counts(run: RunResult, cases: Sequence[Any]) -> str:
+    """"P/T passed" with P as pytest counts it; when a setup or teardown failed, the rest of pytest's line too.
+
+    Without such an error each test is counted once, so "1/2 passed" says the
+    other did not pass. With one, a test is counted twice (a pass or a failure,
+    and an error), so the line spells out what pytest's summary would:
+    "2/2 passed, 2 errors in teardown" for two tests that passed and then
+    failed in teardown.
+    """
     if run.outcome in (TIMEOUT, CRASHED, MEMORY, CONFIG_ERROR, NO_TESTS):
         return run.summary()  # counts would read as "0/0 passed": say why there are none
     if run.outcome == COLLECTION_ERROR:
         return "the tests could not be collected (an import or syntax error), 0 ran"
-    if passed + failed == 0:
+    if not cases:
         return "no tests: the selection matched none"
-    return f"{passed}/{passed + failed} passed"
+    passed = sum(1 for case in cases if case.call == PASSED)
+    text = f"{passed}/{len(cases)} passed"
+    phases = [phase for case in cases for phase in case.errors]
+    if phases:
+        text = ", ".join([text, *pytest_counts(cases)])
+        setup, teardown = phases.count("setup"), phases.count("teardown")
+        text += " in setup" if not teardown else " in teardown" if not setup else f" ({setup} in setup, {teardown} in teardown)"
+    return text
 
 
 def lab_cases(chapter: Chapter, lab: Lab, run: RunResult) -> list[Any]:
@@ -201,9 +219,8 @@ def lab_check(chapter: Chapter, lab: Lab, run: RunResult) -> Check:
     selection took in another lab's tests.
     """
     cases = lab_cases(chapter, lab, run)
-    passed, failed = _tally(cases)
     finished = run.outcome in (PASSED, FAILED)
-    ok = finished and bool(cases) and passed == lab.expected_passed and failed == 0
+    ok = finished and bool(cases) and _green(cases, lab.expected_passed)
     return Check(
         chapter=chapter.name,
         kind="lab",
@@ -211,7 +228,7 @@ def lab_check(chapter: Chapter, lab: Lab, run: RunResult) -> Check:
         lab=lab.id,
         ok=ok,
         expected=f"{lab.expected_passed} passed",
-        actual=_counts(run, passed, failed),
+        actual=_counts(run, cases),
         detail="" if ok else excerpt(run.output),
         duration=run.duration,
         run=run,

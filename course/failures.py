@@ -242,7 +242,8 @@ def digest(run: RunResult, chapter: Chapter, max_lines: int = 14, lab: Lab | Non
         return [line for line in run.output.strip().splitlines()[-5:]]
     found = frames(case.details)
     if case.name:
-        lines = [f"first failure: {case.node_id}"]
+        phases = case.phases()
+        lines = [f"first failure: {case.node_id}" + (f" ({phases})" if phases else "")]
         in_test = [f for f in found if f.file == case.file]
         if in_test:
             lines.append(in_test[-1].place)
@@ -303,10 +304,17 @@ def tests_by_lab(run: RunResult, chapter: Chapter, only: Lab | None = None) -> l
         rows = []
         for index, case in enumerate(run.tests):
             if case.name and lab.selects(case.node_id):
-                rows.append((case.name.rpartition(".")[2], case.outcome))
+                rows.append((_listed(case), case.outcome))
                 placed.add(index)
         groups.append((f"lab {lab.id} {lab.title}", rows))
-    rest = [(c.name.rpartition(".")[2] or c.file, c.outcome) for i, c in enumerate(run.tests) if i not in placed]
+    rest = [(_listed(c) if c.name else c.file, c.outcome) for i, c in enumerate(run.tests) if i not in placed]
     if rest and only is None:
         groups.append(("not in a lab", rest))
     return groups
+
+
+def _listed(case: TestCase) -> str:
+    """A test's name in a list, with how its phases went when its setup or teardown failed."""
+    name = case.name.rpartition(".")[2]
+    phases = case.phases()
+    return f"{name} ({phases})" if phases else name

@@ -101,6 +101,10 @@ def record(directory: Path, chapter: Chapter, run: RunResult | None, green: bool
     redlight`, or it was already seen. A learner still writing lab 2.2 whose
     code fails the way 2.R2 documents has not broken anything on purpose, and
     is not told to "restore" it.
+
+    The flag `green` is set and cleared by whole-chapter runs only (`full`): a
+    green `--lab` run says nothing of the other labs, a red one does not undo
+    the whole chapter's green. `course reset` of a file the verdict uses clears it.
     """
     state = read(directory, chapter)
     states = dict(state.states)
@@ -118,6 +122,21 @@ def record(directory: Path, chapter: Chapter, run: RunResult | None, green: bool
     if new != state:
         _write(directory, new)
     return Update(seen=seen, done=done, state=new)
+
+
+def forget_green(directory: Path) -> None:
+    """The code that was green is gone (`course reset` put back starting files): a failure now is no red light by that.
+
+    What was seen and done stays; only a whole-chapter run that is green
+    sets the flag again.
+    """
+    try:
+        data = json.loads(read_state(directory, STATE_FILE) or "")
+    except ValueError:
+        return
+    if isinstance(data, dict) and data.get("green") is True:
+        data["green"] = False
+        write_state(directory, STATE_FILE, json.dumps(data, indent=2))
 
 
 def find(chapter: Chapter, exercise_id: str) -> RedLight:

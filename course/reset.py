@@ -41,7 +41,8 @@ from attrs import field, frozen
 from course.catalog import Chapter
 from course.errors import CourseError, UsageError
 from course.progress import LAST_TEST, remove_state
-from course.verdict_copy import differing_files
+from course.redlights import forget_green
+from course.verdict_copy import CONFIG_NAMES, differing_files
 from course.workspace import IGNORED_NAMES
 
 SAVES_BRANCH = "course-saves"
@@ -388,9 +389,18 @@ def apply_plan(plan: ResetPlan, saved: Mapping[str, tuple[str, bytes] | None] | 
                 _restore(plan.start_file(change.path), mine)
         except OSError as error:
             refused.append((change.path, str(error.strerror or error)))
-    # The last verdict described code that is gone now.
+    # The last verdict described code that is gone now, and so did "the last whole-chapter run was
+    # green" (a failure of the starting code is no red light), unless only tests or config were reset:
+    # the verdict never uses those of the learner's.
     remove_state(plan.directory, LAST_TEST)
+    if any(_judged(change.path) for change in plan.changes):
+        forget_green(plan.directory)
     return refused
+
+
+def _judged(relative: str) -> bool:
+    """Whether the verdict uses the learner's version of this file (see course/verdict_copy.py)."""
+    return not (relative.startswith("tests/") or relative in CONFIG_NAMES)
 
 
 def bring_back_line(plan: ResetPlan, sha: str) -> str:

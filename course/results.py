@@ -5,12 +5,24 @@ never from pytest's terminal summary, and rendered only by the commands. A
 test that was collected but never reported did not pass; a skipped test
 never counts as passed; a run that collected nothing is "no tests", never
 green.
+
+pytest reports a test in up to three phases (setup, call, teardown) and its
+summary line counts reports, not tests: a test that passes and then fails in
+teardown is "1 passed, 1 error", one whose fixture fails in both setup and
+teardown "2 errors". The counts here are pytest's (`passed`, `failed`,
+`errors`, ...: each test's `call`, plus one error per failed setup or
+teardown), and each test also has one verdict, its `outcome`: passed only
+when every phase passed; failed when its body failed, whatever else did;
+error when its setup or teardown failed and its body did not. Only a passed
+verdict counts towards green.
 """
 
 from __future__ import annotations
 
 import json
 import signal
+from typing import Iterable
+
 from attrs import frozen
 
 from course.safe_text import printable
@@ -48,10 +60,22 @@ class TestCase:
     message: str = ""
     details: str = ""
     line: int | None = None  # where pytest located the test (0-based, as pytest reports it)
+    # What pytest counts for the test itself (passed, failed, skipped, xfailed, xpassed); "" when it
+    # never got that far (its setup failed, or the run ended first).
+    call: str = ""
+    # The phases pytest reports as an error ("setup", "teardown"; "collect" for a module), in order.
+    errors: tuple[str, ...] = ()
 
     @property
     def node_id(self) -> str:
         return f"{self.file}::{self.name.replace('.', '::')}" if self.name else self.file
+
+    def phases(self) -> str:
+        """How the phases went, when one besides the body failed: "passed, then an error in teardown"."""
+        if not self.errors or not self.name:
+            return ""
+        where = " and in ".join(self.errors)
+        return f"{self.call}, then an error in {where}" if self.call else f"an error in {where}"
 
 
 @frozen
@@ -69,17 +93,32 @@ class RunResult:
     running: str = ""  # the test that was running when the run was stopped
     memory_limit: float = 0.0
 
+    # The counts of pytest's summary line: a test is counted once for its body, and once more
+    # for each of its setup and teardown that failed (an error).
+
     @property
     def passed(self) -> int:
-        return sum(1 for case in self.tests if case.outcome == PASSED)
+        return sum(1 for case in self.tests if case.call == PASSED)
 
     @property
     def failed(self) -> int:
-        return sum(1 for case in self.tests if case.outcome in FAILING)
+        return sum(1 for case in self.tests if case.call == FAILED)
+
+    @property
+    def errors(self) -> int:
+        return sum(len(case.errors) for case in self.tests)
 
     @property
     def skipped(self) -> int:
-        return sum(1 for case in self.tests if case.outcome == SKIPPED)
+        return sum(1 for case in self.tests if case.call == SKIPPED)
+
+    @property
+    def xfailed(self) -> int:
+        return sum(1 for case in self.tests if case.call == XFAILED)
+
+    @property
+    def xpassed(self) -> int:
+        return sum(1 for case in self.tests if case.call == XPASSED)
 
     @property
     def not_run(self) -> int:
@@ -108,10 +147,10 @@ class RunResult:
             return "error during collection: the tests could not be imported"
         if self.outcome == NO_TESTS:
             return "no tests ran: the selection matched no test"
-        parts = [f"{self.passed} passed"]
-        for count, word in ((self.failed, "failed"), (self.skipped, "skipped"), (self.not_run, "not run")):
-            if count:
-                parts.append(f"{count} {word}")
+        parts = [f"{self.passed} passed", *pytest_counts(self.tests, with_collection=False)]
+        not_run = self.not_run
+        if not_run:
+            parts.append(f"{not_run} not run")
         if self.outcome == COLLECTION_ERROR:
             parts.append("error during collection")
         if self.outcome == CRASHED:
@@ -144,13 +183,36 @@ class RunResult:
             "exit_code": self.exit_code,
             "passed": self.passed,
             "failed": self.failed,
+            "errors": self.errors,
             "skipped": self.skipped,
+            "xfailed": self.xfailed,
+            "xpassed": self.xpassed,
             "not_run": self.not_run,
             "duration": round(self.duration, 3),
             "args": list(self.args),
             "running": self.running or None,
-            "tests": [{"file": case.file, "name": case.name, "outcome": case.outcome} for case in self.tests],
+            "tests": [{"file": case.file, "name": case.name, "outcome": case.outcome, "call": case.call or None,
+                       "errors": list(case.errors)} for case in self.tests],
         }
+
+
+def pytest_counts(cases: Iterable[TestCase], with_collection: bool = True) -> list[str]:
+    """What pytest's summary line adds to "N passed" for these tests: "1 failed", "2 errors", ...
+
+    An error in setup or teardown is counted besides the test's own outcome,
+    as pytest counts it; `with_collection` counts modules that could not be
+    collected too (a run's summary says "error during collection" instead).
+    """
+    cases = list(cases)
+    parts = []
+    for word in (FAILED, SKIPPED, XFAILED, XPASSED):
+        count = sum(1 for case in cases if case.call == word)
+        if count:
+            parts.append(f"{count} {word}")
+    errors = sum(len(case.errors) for case in cases if with_collection or case.name)
+    if errors:
+        parts.append(f"{errors} error" + ("s" if errors != 1 else ""))
+    return parts
 
 
 def timeout_message(limit: float, running: str = "") -> str:
@@ -177,7 +239,9 @@ class Reports:
 
     def __init__(self) -> None:
         self.collected: list[str] = []
-        self.outcomes: dict[str, str] = {}
+        self.reported: list[str] = []  # every test with a report, in the order of its first
+        self.calls: dict[str, str] = {}
+        self.errors: dict[str, list[str]] = {}
         self.texts: dict[str, str] = {}
         self.messages: dict[str, str] = {}
         self.lines: dict[str, int] = {}
@@ -215,23 +279,29 @@ class Reports:
             self.lines.setdefault(node, fact["line"])
         if fact.get("text"):
             self.texts.setdefault(node, str(fact["text"]))
-        current = self.outcomes.get(node)
-        if outcome == "failed":
-            verdict = FAILED if when == "call" and current != ERROR else ERROR
-            if xfail:
-                verdict = FAILED  # a strict xfail that passed
-            self.outcomes[node] = verdict if current not in FAILING else current
-        elif outcome == "skipped" and current not in FAILING:
-            self.outcomes[node] = XFAILED if xfail else SKIPPED
-        elif outcome == "passed" and when == "call" and current is None:
-            self.outcomes[node] = XPASSED if xfail else PASSED
+        if node not in self.calls and node not in self.errors:
+            self.reported.append(node)
+        if when == "call" or (when == "setup" and outcome == "skipped"):
+            # What pytest counts for the test itself; a skip (or an xfail) at setup counts as its body's.
+            self.calls[node] = _counted(outcome, xfail)
+        elif outcome == "failed":
+            self.errors.setdefault(node, []).append(str(when))
         if node == self.running and when == "teardown":
             self.running = ""
+
+    def outcome(self, node: str) -> str:
+        """The test's verdict: passed only when every phase passed (see the module's docstring)."""
+        call, errors = self.calls.get(node, ""), self.errors.get(node)
+        if call == FAILED:
+            return FAILED
+        if errors:
+            return ERROR
+        return call or NOT_RUN
 
     def cases(self) -> tuple[TestCase, ...]:
         cases = [_module_case(node, text) for node, text in self.collect_errors.items()]
         seen = set()
-        for node in [*self.collected, *self.outcomes]:
+        for node in [*self.collected, *self.reported]:
             if node in seen:
                 continue
             seen.add(node)
@@ -240,19 +310,30 @@ class Reports:
                 TestCase(
                     file=file,
                     name=name.replace("::", "."),
-                    outcome=self.outcomes.get(node, NOT_RUN),
+                    outcome=self.outcome(node),
                     message=printable(self.messages.get(node, "")),
                     details=printable(self.texts.get(node, "")),
                     line=self.lines.get(node),
+                    call=self.calls.get(node, ""),
+                    errors=tuple(self.errors.get(node, ())),
                 )
             )
         return tuple(cases)
 
 
+def _counted(outcome: object, xfail: bool) -> str:
+    """pytest's word for a report of the test itself (a strict xfail that passed is reported failed)."""
+    if outcome == "failed":
+        return FAILED
+    if outcome == "skipped":
+        return XFAILED if xfail else SKIPPED
+    return XPASSED if xfail else PASSED
+
+
 def _module_case(node: str, text: str) -> TestCase:
     lines = [line[4:] for line in text.splitlines() if line.startswith("E   ")]
     return TestCase(file=node, name="", outcome=ERROR, message=printable(lines[-1] if lines else ""),
-                    details=printable(text))
+                    details=printable(text), errors=("collect",))
 
 
 def outcome_of(exit_code: int | None, timed_out: bool, reports: Reports) -> str:

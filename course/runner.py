@@ -23,6 +23,7 @@ from course.results import (
     TIMEOUT,
     RunResult,
     TestCase,
+    pytest_counts,
     timeout_message,
 )
 from course.runs import RunPool
@@ -32,5 +33,5 @@ from course.runspec import RunSpec, Shown
 __all__ = [
     "COLLECTION_ERROR", "CONFIG_ERROR", "CRASHED", "ERROR", "FAILED", "FAILING", "MEMORY", "NOT_RUN",
     "NO_TESTS", "PASSED", "SKIPPED", "TIMEOUT", "RunPool", "RunResult", "RunSpec", "Shown", "TestCase",
-    "run_environment", "timeout_message",
+    "pytest_counts", "run_environment", "timeout_message",
 ]
