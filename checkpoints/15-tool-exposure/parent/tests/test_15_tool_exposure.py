@@ -21,6 +21,7 @@ from loopback_server import STREAM_HEAD, LoopbackServer, chunk, send_chunk, sse,
 
 from tiny_pi.abort import AbortSignal
 from tiny_pi.agent_loop import run_agent
+from tiny_pi.compaction import render_transcript
 from tiny_pi.messages import AgentContext, ToolCall, assistant_message, text, text_of, user_message
 from tiny_pi.providers.outbound import build_request_body
 from tiny_pi.runtime import Runtime
@@ -354,6 +355,12 @@ def test_patch_is_never_sent_as_a_message_its_tools_go_as_the_requests_tools():
 
     assert [message["role"] for message in body["messages"]] == ["user"]
     assert [entry["function"]["name"] for entry in body["tools"]] == ["echo"]
+
+
+def test_patch_is_left_out_of_what_a_summary_call_reads():
+    messages = [user_message("go"), ToolsPatch(tools_added=(ALPHA,)), assistant_message([text("done")])]
+
+    assert render_transcript(messages) == "[user]\ngo\n\n[assistant]\ndone"
 
 
 def session_file(tmp_path, patch):

@@ -123,9 +123,15 @@ def find_cut(messages: Sequence[AgentMessage], budget: int) -> Cut:
 
 
 def render_transcript(messages: Sequence[AgentMessage]) -> str:
-    """The old messages as plain text for the summary call: one `[role]` block per message."""
+    """The old messages as plain text for the summary call: one `[role]` block per message.
+
+    A tool patch (chapter 15, role `system`) is left out: it holds no words of the
+    conversation, and the tools it declares are sent with every request anyway.
+    """
     blocks = []
     for message in messages:
+        if message.role == "system":
+            continue
         body = text_of(message)
         if isinstance(message, AssistantMessage):
             calls = [block for block in message.content if isinstance(block, ToolCall)]
