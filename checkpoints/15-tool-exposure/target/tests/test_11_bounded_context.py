@@ -150,6 +150,7 @@ def test_summary_compaction_entry_is_written_read_and_resumed_from_the_latest(tm
     assert text_of(opened.messages[0]) == f"{SUMMARY_INTRO}\n\n## Summary\nnew one"
     assert [text_of(m) for m in opened.messages[1:2]] == ["second"]
     assert opened.ids == (None, *ids[4:], third)
+    assert opened.measured_from == 5  # the summary and the four messages kept from before it
     assert path.read_bytes().startswith(before)
 
 
