@@ -406,6 +406,9 @@ def _exit_status(error: BaseException) -> int:
     if isinstance(error, click.exceptions.Abort) or caused_by_interrupt(error):
         click.echo(INTERRUPTED, err=True)
         return 130
+    if isinstance(error, click.UsageError):  # a bad option or argument: one line, as every bad input gets
+        click.echo(_usage_line(error), err=True)
+        return error.exit_code
     if isinstance(error, click.ClickException):
         error.show()
         return error.exit_code
@@ -421,6 +424,12 @@ def _exit_status(error: BaseException) -> int:
             click.echo(f"course: {leaf}", err=True)
         return max(getattr(leaf, "exit_code", 2) for leaf in leaves)
     raise error
+
+
+def _usage_line(error: click.UsageError) -> str:
+    """click's message with the command it is about, where click prints the usage block too."""
+    where = error.ctx.command_path if error.ctx is not None else "course"
+    return f"{where}: {error.format_message()} (see '{where} --help')"
 
 
 WRITE_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # the destination is what failed

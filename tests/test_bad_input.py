@@ -26,6 +26,21 @@ from course.index import index_path
 from course.locate import path_problem
 
 
+@pytest.mark.parametrize(("args", "names"), [
+    (["test", "--bogus"], ["course test", "--bogus"]),
+    (["watch", "1", "--debounce", "abc"], ["course watch", "--debounce"]),
+    (["watch", "1", "--debounce", "5"], ["course watch", "--debounce"]),
+    (["frobnicate"], ["course", "frobnicate"]),
+])
+def test_a_bad_option_or_command_is_one_line_naming_it_and_exit_2(mini_course: Path, args: list[str],
+                                                                   names: list[str]) -> None:
+    """click's own usage errors took three lines (usage, a hint, the error); every other bad input gets one."""
+    result = mini_process(mini_course, *args)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr, result.stderr
+    assert all(name in result.stderr for name in names) and "--help" in result.stderr, result.stderr
+
+
 @pytest.mark.parametrize("value", ["nan", "inf", "-1", "0", "3601", "soon"])
 def test_a_timeout_that_is_no_number_of_seconds_is_one_line_and_exit_2(mini_course: Path, tmp_path: Path,
                                                                        value: str) -> None:
