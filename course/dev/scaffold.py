@@ -213,6 +213,12 @@ def render_lesson(plan: Plan) -> str:
         "",
         "TODO",
         "",
+        "## How pi does it",
+        "",
+        "TODO: what upstream pi's code for the same job does differently, and why, cited by",
+        "repository, path and 40-hex commit (tests/test_lesson_upstream.py checks it); then a",
+        "**Transfer exercise.** the learner can try on their own code, and what they should observe.",
+        "",
     ])
 
 
