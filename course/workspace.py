@@ -205,7 +205,8 @@ def start_practice(chapter: Chapter, directory: Path, course_root: Path) -> None
     from course.index import remember
 
     message = f"Start of chapter {chapter.name} ({'target' if chapter.mode == 'observe' else 'parent'})"
-    make_practice_dir(chapter.practice_start, directory, render_learning(chapter), message, chapter.practice_blanks)
+    learning = render_learning(chapter, str(directory.absolute()))
+    make_practice_dir(chapter.practice_start, directory, learning, message, chapter.practice_blanks)
     remember(directory, chapter, course_root)
 
 

@@ -121,3 +121,15 @@ def test_checkpoint_proves_the_whole_red_light_and_the_one_practice_shows(mini_c
     assert practice.returncode == 1
     assert "  MISSING: outside every lab" in practice.stdout
     assert "This is NOT the documented starting point:" in practice.stdout
+
+
+def test_learning_md_names_the_dir_that_was_made_and_the_lesson_card_both_ways(mini_course: Path, tmp_path: Path) -> None:
+    directory = tmp_path / "my own dir"
+    result = mini(mini_course, "practice", "1", str(directory))
+    assert result.returncode == 0, result.stdout + result.stderr
+    learning = (directory / "LEARNING.md").read_text(encoding="utf-8")
+    assert f"> - **Practice dir:** this one, `{directory}` (made by `course practice 01`)" in learning
+    assert "cd practice/01-adder" not in learning
+    lesson = (mini_course / CHAPTER / "README.md").read_text(encoding="utf-8")
+    assert ("> - **Practice dir:** `course practice 01` (then `cd practice/01-adder`), "
+            "or `course practice 01 DIR` (then `cd DIR`)") in lesson
