@@ -41,8 +41,13 @@ def course_test(chapter: Chapter, lab: Lab | None = None) -> str:
     return f"{command} --lab {lab.id}" if lab is not None else command
 
 
-def render_card(chapter: Chapter) -> str:
-    """The checkpoint card: everything a learner needs before the first keystroke."""
+def render_card(chapter: Chapter, made: str | None = None) -> str:
+    """The checkpoint card: everything a learner needs before the first keystroke.
+
+    `made`: the practice dir the card is written into (LEARNING.md), which the
+    card names instead of the default place: a learner who gave a DIR of their
+    own works there, not in practice/NN-slug.
+    """
     red = chapter.first_red_light
     mode = {
         "rebuild": "rebuild - you start from the parent and write the teaching files yourself",
@@ -60,7 +65,7 @@ def render_card(chapter: Chapter) -> str:
         first_red_light_line(chapter),
         f"> - **First step:** {chapter.first_step}",
         f"> - **Locate and prove:** `course checkpoint {chapter.nn}`",
-        f"> - **Practice dir:** `course practice {chapter.nn}` (then `cd practice/{chapter.name}`)",
+        practice_dir_line(chapter, made),
         f"> - **Focused run:** `{course_test(chapter)}`, or without the tool: `{plain_pytest(chapter)}`",
         f"> - **Pass evidence:** {chapter.expected_passed} focused tests pass.",
         ">",
@@ -72,6 +77,14 @@ def render_card(chapter: Chapter) -> str:
             f"> | {lab.id} | {lab.title} | `{course_test(chapter, lab)}` | {lab.expected_passed} passed |"
         )
     return "\n".join(lines) + "\n"
+
+
+def practice_dir_line(chapter: Chapter, made: str | None = None) -> str:
+    """Where the learner works: the dir that was made, or where `course practice NN [DIR]` makes one."""
+    if made is not None:
+        return f"> - **Practice dir:** this one, `{made}` (made by `course practice {chapter.nn}`)"
+    return (f"> - **Practice dir:** `course practice {chapter.nn}` (then `cd practice/{chapter.name}`), "
+            f"or `course practice {chapter.nn} DIR` (then `cd DIR`)")
 
 
 def first_red_light_line(chapter: Chapter) -> str:
@@ -116,7 +129,7 @@ def render_redlight_note(chapter: Chapter) -> str:
     return "\n".join(line.replace("\0", " ") for line in lines) + "\n"
 
 
-def render_learning(chapter: Chapter) -> str:
+def render_learning(chapter: Chapter, made: str | None = None) -> str:
     """LEARNING.md of a practice dir: the card plus how to work in this directory.
 
     It holds no answer to a prediction: the lesson folds those (course.dev.predictions),
@@ -129,7 +142,7 @@ def render_learning(chapter: Chapter) -> str:
     parts = [
         f"# Chapter {chapter.nn}: {chapter.title}",
         "",
-        render_card(chapter),
+        render_card(chapter, made),
         "## Labs",
         "",
     ]

@@ -15,7 +15,7 @@ from course.verdict_copy import Replaced
 
 # What a check is about; a lab check also names its lab in `Check.lab`.
 KINDS = (
-    "first-red-light", "lab", "focused", "earlier", "redlight", "lineage", "card", "readme",
+    "first-red-light", "first-red-light-labs", "lab", "focused", "earlier", "redlight", "lineage", "card", "readme",
     "copy-share", "messages", "hint-rungs", "lesson-length", "note", "test-labels",
     "predictions",
 )

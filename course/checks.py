@@ -43,10 +43,102 @@ from course.workspace import apply_patch, scratch_copy
 
 
 async def first_run(chapter: Chapter, directory: Path) -> RunResult:
-    """`course practice`'s run of the focused tests in a fresh practice dir: its first red light."""
+    """`course practice`'s run of every focused test in a fresh dir (of an observe chapter: see lab_by_lab)."""
     async with RunPool(chapter.warm_imports) as pool:
         with verdict_copy(chapter, directory) as copy:
             return await pool.run(run_spec(chapter, copy.directory, chapter.focused_tests))
+
+
+@attrs.frozen
+class FirstLabs:
+    """A first red light seen lab by lab: the labs run in order, the labs that wait.
+
+    `course practice` of a rebuild chapter stops at the first lab that fails
+    (once every documented fragment has shown), so the learner's first contact
+    with a chapter costs one lab's tests, not the chapter's; `course test`
+    runs them all.
+    """
+
+    checks: tuple[Check, ...]  # one lab check per lab run, in chapter order
+    runs: tuple[RunResult, ...]  # the runs, one per lab, in the same order
+    lab: Lab  # the lab it stopped at (the last, when every lab ran)
+    waiting: tuple[Lab, ...]  # the labs after it, not run
+
+    @property
+    def run(self) -> RunResult:
+        """The run it stopped at."""
+        return self.runs[-1]
+
+    @property
+    def output(self) -> str:
+        return "\n".join(run.output for run in self.runs)
+
+    @property
+    def waiting_tests(self) -> int:
+        return sum(lab.expected_passed for lab in self.waiting)
+
+
+def lab_by_lab(chapter: Chapter) -> bool:
+    """Whether `course practice` shows the chapter's first red light lab by lab: a rebuild
+    chapter's does; an observe chapter's dir starts from target, whose every test it runs."""
+    return chapter.mode == "rebuild" and bool(chapter.labs)
+
+
+async def first_labs(chapter: Chapter, directory: Path, pool: RunPool, shown_as: Path | None = None) -> FirstLabs:
+    """Run the labs of `directory` in order, each alone, up to the first that fails and shows
+    every documented fragment of the first red light (a run that could not even judge its
+    lab, such as one whose tests could not be collected, stops it at once).
+
+    Each run keeps pytest's full report for the lab's first failure only (Shown).
+    `shown_as`: the learner's dir, whose path the texts show instead of `directory`'s.
+    """
+    fragments = chapter.first_red_light.fragments
+    checks: list[Check] = []
+    runs: list[RunResult] = []
+    labs = chapter.labs
+    for index, lab in enumerate(labs):
+        shown = Shown(lab_words=lab.select_words, lab_nodes=lab.nodes)
+        run = await pool.run(run_spec(chapter, directory, chapter.focused_tests, shown=shown))
+        if shown_as is not None:
+            run = _as_if_in(run, directory, shown_as)
+        runs.append(run)
+        checks.append(lab_check(chapter, lab, run))
+        output = "\n".join(one.output for one in runs)
+        judged = run.outcome in (PASSED, FAILED)
+        if not judged or (not checks[-1].ok and all(fragment in output for fragment in fragments)):
+            return FirstLabs(tuple(checks), tuple(runs), lab, tuple(labs[index + 1:]))
+    return FirstLabs(tuple(checks), tuple(runs), labs[-1], ())
+
+
+async def first_practice_labs(chapter: Chapter, directory: Path) -> FirstLabs:
+    """`course practice`'s first red light of a rebuild chapter, in the learner's fresh dir."""
+    async with RunPool(chapter.warm_imports) as pool:
+        with verdict_copy(chapter, directory) as copy:
+            return await first_labs(chapter, copy.directory, pool, shown_as=directory)
+
+
+def first_labs_check(chapter: Chapter, first: FirstLabs) -> Check:
+    """`course practice`'s first red light is the documented one: the same ending, every fragment shown."""
+    red = chapter.first_red_light
+    output = first.output
+    missing = [fragment for fragment in red.fragments if fragment not in output]
+    ok = first.run.outcome == red.kind and not missing
+    actual = f"{first.run.outcome}, stopped at {first.lab.id}: {first.run.summary()}"
+    if first.waiting:
+        actual += "; not run: " + ", ".join(lab.id for lab in first.waiting)
+    if missing:
+        actual += "; output lacks " + "; ".join(repr(f) for f in missing)
+    return Check(
+        chapter=chapter.name,
+        kind="first-red-light-labs",
+        name="practice shows it lab by lab, up to the first failing lab",
+        ok=ok,
+        expected=f"{red.kind} showing " + "; ".join(repr(f) for f in red.fragments),
+        actual=actual,
+        detail="" if ok else excerpt(output),
+        duration=sum(run.duration for run in first.runs),
+        run=first.run,
+    )
 
 
 def excerpt(output: str, lines: int = 25) -> str:
@@ -62,10 +154,10 @@ async def prove_chapter(catalog: Catalog, chapter: Chapter, pool: RunPool | None
     if pool is None:
         async with RunPool(chapter.warm_imports) as own_pool:
             return await prove_chapter(catalog, chapter, own_pool)
-    jobs: list[Callable[[], Awaitable[Check | list[Check]]]] = [
-        lambda: _check_parent(chapter, pool),
-        lambda: _check_target(catalog, chapter, pool),
-    ]
+    jobs: list[Callable[[], Awaitable[Check | list[Check]]]] = [lambda: _check_parent(chapter, pool)]
+    if lab_by_lab(chapter):
+        jobs.append(lambda: _check_first_labs(chapter, pool))
+    jobs.append(lambda: _check_target(catalog, chapter, pool))
     jobs += [partial(_check_redlight, chapter, i, pool) for i in range(len(chapter.redlights))]
     results: list[list[Check]] = [[] for _ in jobs]
 
@@ -112,6 +204,11 @@ async def _run_copy(
 async def _check_parent(chapter: Chapter, pool: RunPool) -> Check:
     run = await _run_copy(chapter, chapter.parent, "parent", chapter.focused_tests, pool)
     return red_light_check(chapter, run)
+
+
+async def _check_first_labs(chapter: Chapter, pool: RunPool) -> Check:
+    with scratch_copy(chapter.parent, "parent-labs") as copy:
+        return first_labs_check(chapter, await first_labs(chapter, copy, pool))
 
 
 def red_light_check(chapter: Chapter, run: RunResult) -> Check:

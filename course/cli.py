@@ -25,7 +25,7 @@ from course.context import CourseContext, pass_context
 from course.checklist import ChapterTime
 from course.errors import INTERRUPTED, CourseError, UsageError, caused_by_interrupt
 from course.failures import observed_predictions
-from course.locate import beside, path_problem, suggest
+from course.locate import beside, pastable, path_problem, suggest
 from course.requirements import missing_library, require_dependencies
 from course.nextstep import next_step
 from course.progress import read_last_test, save_result
@@ -285,29 +285,40 @@ def practice(ctx: CourseContext, chapter_id: str, directory: str | None, nested:
     start_practice(chapter, target, ctx.root)
     output.say(f"Made {output.display_path(target)}")
     output.say("  LEARNING.md holds the checkpoint card; `git diff` there shows your own work.")
-    with output.progress(f"Running chapter {chapter.nn}'s focused tests", limit=chapter.time_limit):
-        run = _run(proofs.first_run, chapter, target)
     red = chapter.first_red_light
-    if chapter.mode == "observe":
-        blanks = ", ".join(chapter.practice_blanks)
-        # With blanks to fill in, failing tests are the expected start; a run that cannot even collect is not.
-        shown = run.outcome == "passed" or (bool(blanks) and run.outcome == "failed")
-        note = f"; what fails waits for you to fill in {blanks}" if blanks else ""
-        output.say(f"\nFocused tests: {run.summary()} (observe mode: the target is complete{note}).")
+    if not proofs.lab_by_lab(chapter):
+        with output.progress(f"Running chapter {chapter.nn}'s focused tests", limit=chapter.time_limit):
+            run = _run(proofs.first_run, chapter, target)
+        text = run.output
+        if chapter.mode == "observe":
+            blanks = ", ".join(chapter.practice_blanks)
+            # With blanks to fill in, failing tests are the expected start; a run that cannot even collect is not.
+            shown = run.outcome == "passed" or (bool(blanks) and run.outcome == "failed")
+            note = f"; what fails waits for you to fill in {blanks}" if blanks else ""
+            output.say(f"\nFocused tests: {run.summary()} (observe mode: the target is complete{note}).")
+        else:
+            shown = proofs.red_light_check(chapter, run).ok
+            output.say(f"\nFirst red light: {run.summary()}")
+            for fragment in red.fragments:
+                output.say(f"  {'seen' if fragment in run.output else 'MISSING'}: {fragment}")
+            output.say(f"\n{red.explanation}")
     else:
-        shown = proofs.red_light_check(chapter, run).ok
-        output.say(f"\nFirst red light: {run.summary()}")
-        for fragment in red.fragments:
-            mark = "seen" if fragment in run.output else "MISSING"
-            output.say(f"  {mark}: {fragment}")
+        with output.progress(f"Running chapter {chapter.nn}'s labs in order, to the first that fails",
+                             limit=chapter.time_limit):
+            first = _run(proofs.first_practice_labs, chapter, target)
+        shown = proofs.first_labs_check(chapter, first).ok
+        every_lab = suggest("test", chapter.nn, pastable(output.display_path(target)))
+        for line in output.first_labs_lines(chapter, first, every_lab):
+            output.say(line)
         output.say(f"\n{red.explanation}")
+        text = first.output
     if shown:
         output.say("This is the expected starting point.", fg="green")
         output.say(f"First step: {chapter.first_step}")
         output.say(f"Then: cd {shlex.quote(output.display_path(target))} && {suggest('test', chapter.nn)}")
     else:
         output.say("This is NOT the documented starting point:", fg="red")
-        click.echo(proofs.excerpt(run.output))
+        click.echo(proofs.excerpt(text))
     sys.exit(0 if shown else 1)
 
 

@@ -27,6 +27,7 @@ from course.redlights import Update
 from course.verdict_copy import ADDED, CHANGED, DELETED, UNREADABLE, Replaced
 
 if TYPE_CHECKING:  # course.local_model is imported only by its own command
+    from course.checks import FirstLabs
     from course.local_model import Ended, LocalServer
 
 # The version of the shape of every --json report; docs/course-test.schema.json is its contract
@@ -211,6 +212,27 @@ def result_lines(
     else:
         lines.append(summary)
     lines.append(f"Next: {next_step}")
+    return lines
+
+
+def first_labs_lines(chapter: Chapter, first: FirstLabs, every_lab: str) -> list[str]:
+    """`course practice`'s first red light: the labs it ran, the first failure, the labs that wait.
+
+    `every_lab` is the command that runs every lab at once (`course test NN DIR`).
+    """
+    lines = ["", f"First red light, at lab {first.lab.id}: {first.run.summary()}"]
+    for fragment in chapter.first_red_light.fragments:
+        lines.append(f"  {'seen' if fragment in first.output else 'MISSING'}: {fragment}")
+    lines += checklist_lines(first.checks, details=False)
+    failing = [(check, run) for check, run in zip(first.checks, first.runs) if not check.ok]
+    if failing:
+        check, run = failing[0]
+        lines += ["", *[f"  {line}" for line in failure_digest(run, chapter, lab=chapter.lab(check.lab or ""))]]
+    if first.waiting:
+        ids = [lab.id for lab in first.waiting]
+        labs = f"lab {ids[0]}" if len(ids) == 1 else f"labs {', '.join(ids[:-1])} and {ids[-1]}"
+        tests = f"{first.waiting_tests} test" + ("" if first.waiting_tests == 1 else "s")
+        lines.append(f"Not run yet: {labs}, {tests}; every lab at once: {every_lab}")
     return lines
 
 

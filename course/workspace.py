@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from course.catalog import Chapter
 
 from course.errors import ChapterError, CourseError, UsageError
+from course.safe_text import printable
 
 # Files a test run or an editor may leave in a snapshot; never part of one.
 IGNORED_NAMES = ("__pycache__", ".pytest_cache", ".hypothesis", "*.pyc", ".course", ".git")
@@ -205,7 +206,10 @@ def start_practice(chapter: Chapter, directory: Path, course_root: Path) -> None
     from course.index import remember
 
     message = f"Start of chapter {chapter.name} ({'target' if chapter.mode == 'observe' else 'parent'})"
-    make_practice_dir(chapter.practice_start, directory, render_learning(chapter), message, chapter.practice_blanks)
+    # The dir as a line of text: a name that is not UTF-8 shows U+FFFD, a control character nothing.
+    where = printable(str(directory.absolute()).encode("utf-8", "surrogateescape").decode("utf-8", "replace"))
+    learning = render_learning(chapter, where)
+    make_practice_dir(chapter.practice_start, directory, learning, message, chapter.practice_blanks)
     remember(directory, chapter, course_root)
 
 

@@ -19,7 +19,7 @@ def test_checkpoint_holds_and_prints_a_checklist(mini_course: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     for line in ("parent shows the first red light", "lab 1.1 Small - 1/1 passed",
                  "lab 1.2 Both - 2/2 passed", "red-light 1.R1 Minus",
-                 "the story holds: 5/5 checks passed"):
+                 "practice shows it lab by lab, up to the first failing lab", "the story holds: 6/6 checks passed"):
         assert line in result.stdout
 
 
@@ -28,7 +28,7 @@ def test_checkpoint_json_is_one_document(mini_course: Path) -> None:
     document = json.loads(result.stdout)
     assert document["ok"] is True and document["chapter"] == "01-adder"
     kinds = [check["kind"] for check in document["checks"]]
-    assert kinds == ["first-red-light", "lab", "lab", "focused", "redlight"]
+    assert kinds == ["first-red-light", "first-red-light-labs", "lab", "lab", "focused", "redlight"]
 
 
 def test_a_parent_that_is_already_green_is_a_deviation(mini_course: Path) -> None:
@@ -121,7 +121,7 @@ def test_verify_json_reports_every_check_per_chapter(mini_course: Path) -> None:
     document = json.loads(result.stdout)
     assert result.returncode == 0 and document["ok"] is True
     kinds = {check["kind"] for check in document["checks"]}
-    assert kinds == {"first-red-light", "focused", "lab", "redlight", "lineage", "card", "copy-share", "messages", "hint-rungs", "lesson-length", "test-labels", "predictions"}
+    assert kinds == {"first-red-light", "first-red-light-labs", "focused", "lab", "redlight", "lineage", "card", "copy-share", "messages", "hint-rungs", "lesson-length", "test-labels", "predictions"}
     assert tree_hash(mini_course / "checkpoints") == before
 
 

@@ -316,7 +316,7 @@ if not pathlib.Path({mark!r}).exists():
     time.sleep(30)
 """
 # The checks each run of `verify 1` answers for; the run that broke its host answers for its own alone.
-RUN_CHECKS = [{"first-red-light"}, {"lab", "focused"}, {"redlight"}]
+RUN_CHECKS = [{"first-red-light"}, {"first-red-light-labs"}, {"lab", "focused"}, {"redlight"}]
 
 
 def test_verify_judges_every_run_after_one_that_killed_its_host(mini_course: Path, tmp_path: Path) -> None:
