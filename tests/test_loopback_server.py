@@ -22,7 +22,8 @@ STOPPED = "loopback server: stopped (Ctrl-C)\n"
 
 
 def test_every_snapshot_from_chapter_07_on_has_the_server() -> None:
-    assert SERVERS and {path.parts[-4][:2] for path in SERVERS} == {f"{n:02d}" for n in range(7, 15)}
+    chapters = {path.name[:2] for path in CHECKPOINTS.iterdir() if path.is_dir() and path.name[:2].isdigit()}
+    assert SERVERS and {path.parts[-4][:2] for path in SERVERS} == {nn for nn in chapters if nn >= "07"}
 
 
 def _start(server: Path, *arguments: str) -> subprocess.Popen[str]:
