@@ -327,16 +327,3 @@ def _commit_start(build: Path, message: str) -> None:
     finally:
         repo.close()
 
-
-def practice_is_usable(directory: Path) -> None:
-    """A practice dir `course test` can run in: it exists and has a snapshot's config."""
-    if not directory.exists():
-        raise UsageError(
-            f"{directory} does not exist. Create it first with `course practice`."
-        )
-    if not directory.is_dir():
-        raise UsageError(f"{directory} is not a directory.")
-    if not (directory / "pytest.ini").is_file():
-        raise UsageError(
-            f"{directory} has no pytest.ini: it does not look like a practice dir made by `course practice`."
-        )
