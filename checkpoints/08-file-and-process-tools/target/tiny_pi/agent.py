@@ -8,7 +8,9 @@ summary (how the run ended, turns, tokens) goes to stderr. The API key, if
 the server wants one, comes from TINY_PI_API_KEY, never from the command
 line (which other users of the machine can see). Exit status: 0 when the
 model finished, 1 on an error or the turn limit, 2 for bad usage, 130 on
-Ctrl-C, which aborts the running turn and keeps what it had produced.
+Ctrl-C, which aborts the running turn and keeps what it had produced;
+`kill` (SIGTERM) and a closed terminal (SIGHUP) abort it the same way and
+exit 143 and 129: 128 plus the signal's number, as a shell reports them.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from tiny_pi.toolset import DEFAULT_TOOLS, chosen_tools, tool_names
 API_KEY_VARIABLE = "TINY_PI_API_KEY"
 LINE_WIDTH = 100
 EXIT_CODES = {"stop": 0, "aborted": 130}  # every other end is a failure: 1
+STOP_SIGNALS = (signals.SIGINT, signals.SIGTERM, signals.SIGHUP)  # Ctrl-C, `kill`, a closed terminal
 
 
 class TerminalPrinter:
@@ -130,29 +133,36 @@ def usage_reported(outcome: AgentOutcome) -> bool:
 
 
 async def abort_on_interrupt(
-    signal: AbortSignal, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    signal: AbortSignal, received: list[int], scope: trio.CancelScope,
+    *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """The first Ctrl-C aborts the run through its signal; a second one stops at once."""
-    with trio.open_signal_receiver(signals.SIGINT) as interrupts:
+    """The first stop signal aborts the run through `signal`; a second one cancels `scope` at once.
+
+    Each signal's number is added to `received`: the exit status is 128 plus the first.
+    """
+    with trio.open_signal_receiver(*STOP_SIGNALS) as arrivals:
         task_status.started()
-        async for _ in interrupts:
+        async for number in arrivals:
+            received.append(number)
             if signal.aborted:
-                raise KeyboardInterrupt
+                scope.cancel()  # a running bash still has its group ended: that cleanup is shielded
             signal.abort()
 
 
 async def ask(
-    model: ToolUsingModel, registry: ToolRegistry, prompt: str, max_turns: int, out: TextIO
-) -> AgentOutcome:
-    """One question, answered by as many turns as the model needs; Ctrl-C aborts it."""
+    model: ToolUsingModel, registry: ToolRegistry, prompt: str, max_turns: int, out: TextIO,
+    received: list[int],
+) -> AgentOutcome | None:
+    """One question, answered by as many turns as the model needs; None if a second signal cut it short."""
     context = AgentContext(messages=[user_message(prompt)])
     signal = AbortSignal()
+    outcome = None
     async with trio.open_nursery() as nursery:
-        await nursery.start(abort_on_interrupt, signal)
+        await nursery.start(abort_on_interrupt, signal, received, nursery.cancel_scope)
         outcome = await run_agent(
             model, context, registry, signal=signal, max_turns=max_turns, on_event=TerminalPrinter(out)
         )
-        nursery.cancel_scope.cancel()  # the run is over: stop listening for Ctrl-C
+        nursery.cancel_scope.cancel()  # the run is over: stop listening for signals
     return outcome
 
 
@@ -197,12 +207,17 @@ def main(argv: list[str] | None = None) -> int:
         base_url=args.base_url, model=args.model, api_key=os.environ.get(API_KEY_VARIABLE)
     )
     registry = ToolRegistry(chosen_tools(args.root, args.tools, args.bash_timeout))
+    received: list[int] = []  # the stop signals that arrived, in order
     try:
-        outcome = trio.run(ask, model, registry, args.prompt, args.max_turns, sys.stdout)
-    except KeyboardInterrupt:  # a second Ctrl-C, or one before the run could listen
-        print("\ninterrupted", file=sys.stderr)
-        return 130
-    print(summary(outcome), file=sys.stderr)
+        outcome = trio.run(ask, model, registry, args.prompt, args.max_turns, sys.stdout, received)
+    except KeyboardInterrupt:  # a Ctrl-C before the run could listen
+        outcome, received = None, [signals.SIGINT]
+    if outcome is None:
+        print(f"\nstopped by {signals.Signals(received[0]).name}", file=sys.stderr)
+    else:
+        print(summary(outcome), file=sys.stderr)
+    if received:
+        return 128 + received[0]
     return EXIT_CODES.get(outcome.stop_reason, 1)
 
 

@@ -8,7 +8,9 @@ summary (how the run ended, turns, tokens) goes to stderr. The API key, if
 the server wants one, comes from TINY_PI_API_KEY, never from the command
 line (which other users of the machine can see). Exit status: 0 when the
 model finished, 1 on an error or the turn limit, 2 for bad usage, 130 on
-Ctrl-C, which aborts the running turn and keeps what it had produced.
+Ctrl-C, which aborts the running turn and keeps what it had produced;
+`kill` (SIGTERM) and a closed terminal (SIGHUP) abort it the same way and
+exit 143 and 129: 128 plus the signal's number, as a shell reports them.
 
 Without a PROMPT, and with stdin not a terminal, every non-empty line of
 stdin is a prompt of one conversation (one Agent), run in order:
@@ -81,6 +83,7 @@ from tiny_pi.toolset import DEFAULT_TOOLS, chosen_tools, tool_names
 API_KEY_VARIABLE = "TINY_PI_API_KEY"
 LINE_WIDTH = 100
 EXIT_CODES = {"stop": 0, "aborted": 130}  # every other end is a failure: 1
+STOP_SIGNALS = (signals.SIGINT, signals.SIGTERM, signals.SIGHUP)  # Ctrl-C, `kill`, a closed terminal
 
 
 class TerminalPrinter:
@@ -175,14 +178,19 @@ def usage_reported(outcome: AgentOutcome) -> bool:
 
 
 async def abort_on_interrupt(
-    agent: Agent, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    agent: Agent, received: list[int], scope: trio.CancelScope,
+    *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """The first Ctrl-C aborts the running prompt; a second one, or one between prompts, stops at once."""
-    with trio.open_signal_receiver(signals.SIGINT) as interrupts:
+    """The first stop signal aborts the running prompt; a second, or one between prompts, cancels `scope`.
+
+    Each signal's number is added to `received`: the exit status is 128 plus the first.
+    """
+    with trio.open_signal_receiver(*STOP_SIGNALS) as arrivals:
         task_status.started()
-        async for _ in interrupts:
+        async for number in arrivals:
+            received.append(number)
             if agent.aborting or not agent.state.running:
-                raise KeyboardInterrupt
+                scope.cancel()  # a running bash still has its group ended: that cleanup is shielded
             agent.abort()
 
 
@@ -289,12 +297,14 @@ def only_a_summary(messages: Sequence[AgentMessage]) -> bool:
 
 async def converse(
     model: ToolUsingModel, registry: ToolRegistry, prompts: Iterator[str], max_turns: int, out: TextIO,
+    received: list[int],
     session: OpenSession | None = None, limits: ContextLimits | None = None,
     system_prompt: Mapping[str, str] | None = None, extensions: Sequence[Extension] = (),
-) -> int:
+) -> int | None:
     """Every prompt in one conversation, in order; the first that does not stop ends it.
 
     The next prompt is read in a thread: stdin may be a pipe whose writer is slow.
+    None: a stop signal cancelled the session before it was over.
     """
     status = 0
     async with trio.open_nursery() as nursery:
@@ -311,7 +321,7 @@ async def converse(
             measured_from = session.measured_from if session is not None else 0
             compactor = Compactor(model, registry, agent, limits, recorder, measured_from)
             agent.before_model_call = compactor.before_call
-        await nursery.start(abort_on_interrupt, agent)
+        await nursery.start(abort_on_interrupt, agent, received, nursery.cancel_scope)
         while status == 0:
             try:
                 prompt = await trio.to_thread.run_sync(next, prompts, None, abandon_on_cancel=True)
@@ -333,8 +343,9 @@ async def converse(
             outcome = agent.state.outcome
             print(summary(outcome), file=sys.stderr)
             status = EXIT_CODES.get(outcome.stop_reason, 1)
-        nursery.cancel_scope.cancel()  # the session is over: stop listening for Ctrl-C
-    return status
+        nursery.cancel_scope.cancel()  # the session is over: stop listening for signals
+        return status
+    return None  # cancelled: the session was cut short
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -419,16 +430,21 @@ def main(argv: list[str] | None = None) -> int:
     paths = extension_paths(args.extension, args.root, args.trust_project_extensions)
     extensions = load_extensions(paths, [tool.name for tool in tools])
     registry = ExtensionRegistry(with_skills(tools, resources.skills), extensions)
+    received: list[int] = []  # the stop signals that arrived, in order
     try:
         prompts = expand_prompts(read_prompts(args.prompt, sys.stdin), resources.templates)
         limits = ContextLimits(args.context_window, args.reserve_tokens)
-        return trio.run(
-            converse, model, registry, prompts, args.max_turns, sys.stdout, session, limits,
+        status = trio.run(
+            converse, model, registry, prompts, args.max_turns, sys.stdout, received, session, limits,
             resources.sections, extensions,
         )
-    except KeyboardInterrupt:  # a second Ctrl-C, or one before the run could listen
-        print("\ninterrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt:  # a Ctrl-C before the run could listen
+        status, received = None, [signals.SIGINT]
+    if status is None:
+        print(f"\nstopped by {signals.Signals(received[0]).name}", file=sys.stderr)
+    if received:
+        return 128 + received[0]
+    return status
 
 
 if __name__ == "__main__":
