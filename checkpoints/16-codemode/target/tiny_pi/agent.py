@@ -38,6 +38,10 @@ the system prompt, and a prompt `/NAME key=value ...` is a prompt template
 (tiny_pi.extensions): --extension FILE.py, repeatable, and the project's own
 only with --trust-project-extensions; their tools are offered besides --tools.
 
+With --codemode the model may also call codemode (tiny_pi.codemode): a
+JavaScript script in a fresh sandboxed worker that calls the --tools and the
+--defer tools with `await tools.NAME(args)`, in one model turn.
+
 One Runtime (tiny_pi.runtime) answers every prompt; the mode only renders
 it (tiny_pi.modes): --mode text (the default, as above), --mode json (every
 agent event as one JSON object per line on stdout), or interactive (a
@@ -65,6 +69,7 @@ import trio
 
 from tiny_pi.agent_loop import DEFAULT_MAX_TURNS, ToolUsingModel
 from tiny_pi.bash_tool import DEFAULT_TIMEOUT
+from tiny_pi.codemode import CODEMODE, codemode_tool
 from tiny_pi.compaction import DEFAULT_CONTEXT_WINDOW, ContextLimits, default_reserve
 from tiny_pi.extensions import Extension, ExtensionRegistry, extension_paths, load_extensions
 from tiny_pi.modes import MODES
@@ -102,6 +107,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--defer", metavar="NAMES",
         help="tools the model finds with tool_search before it may call them, e.g. write,edit,bash",
+    )
+    parser.add_argument(
+        "--codemode", action="store_true",
+        help="also offer the model codemode: a script that calls the tools in a sandbox",
     )
     parser.add_argument(
         "--bash-timeout", metavar="S", type=float, default=DEFAULT_TIMEOUT,
@@ -226,10 +235,13 @@ def main(argv: list[str] | None = None) -> int:
     resources = load_resources(args.root, args.user_root)
     paths = extension_paths(args.extension, args.root, args.trust_project_extensions)
     searching = [TOOL_SEARCH] if args.defer else []
-    extensions = load_extensions(paths, [tool.name for tool in tools] + searching)
+    scripting = [CODEMODE] if args.codemode else []
+    extensions = load_extensions(paths, [tool.name for tool in tools] + searching + scripting)
     registry = ExtensionRegistry(with_skills(tools, resources.skills), extensions)
     if args.defer:
         registry.register(tool_search_tool(registry))
+    if args.codemode:  # last: its description lists every tool a script may call
+        registry.register(codemode_tool(registry))
     try:
         return trio.run(run, args, model, registry, session, resources, extensions)
     except KeyboardInterrupt:  # a second Ctrl-C, or one before the run could listen
