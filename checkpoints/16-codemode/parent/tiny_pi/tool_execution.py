@@ -14,19 +14,43 @@ what the request it answered declared, a script what the registry's
 `callable()` holds. The scope is checked right after the unknown-tool check,
 before the arguments are looked at; a refused call gets its error result
 like any other, and its tool never runs.
+
+From chapter 16 on a tool may return a Reply instead of its blocks, when it
+has details for the program besides the text for the model, or its own
+verdict (codemode's failed script); and a running tool can ask for the id of
+the call it serves (`current_call_id()`), to name the calls it makes itself.
 """
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from typing import Any, Sequence
 
+import attrs
 import trio
+from attrs import field, frozen
 
 from tiny_pi.abort import AbortSignal, cancel_on_abort
 from tiny_pi.messages import TextContent, ToolCall, ToolResultMessage, now_ms, text
 from tiny_pi.schema import schema_problems
 from tiny_pi.tool_exposure import MODEL, SCOPES, SCRIPT
 from tiny_pi.tools import Tool, ToolRegistry
+
+CALL_ID: ContextVar[str] = ContextVar("CALL_ID", default="call")
+
+
+@frozen
+class Reply:
+    """What a tool may return instead of its blocks: the text, details for the program, its verdict."""
+
+    content: tuple[TextContent, ...] = field(converter=tuple)
+    details: Any = None
+    is_error: bool = False
+
+
+def current_call_id() -> str:
+    """The id of the call the running tool serves (`call` outside any tool)."""
+    raise NotImplementedError("lab 16.2: current_call_id")
 
 
 async def execute_tool_call(

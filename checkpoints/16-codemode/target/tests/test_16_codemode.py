@@ -266,24 +266,20 @@ def test_limits_an_abort_kills_the_script_and_marks_pending_calls_cancelled():
     assert [call["status"] for call in nested.summary()["calls"]] == ["ok", "cancelled", "cancelled"]
 
 
-def test_limits_a_worker_that_dies_is_a_sandbox_error_and_the_agent_lives_on(tmp_path, monkeypatch):
+def dying_worker(tmp_path, monkeypatch):
+    """A worker that reads its start line and exits with status 3, as a crashed interpreter would."""
     dies = tmp_path / "dies.py"
     dies.write_text("import sys\nsys.stdin.readline()\nraise SystemExit(3)\n", encoding="utf-8")
     monkeypatch.setattr(codemode, "WORKER", dies)
-    registry = registry_of(probe("read"))
-    model = ScriptedModel([assistant_message([ToolCall(id="c1", name="codemode", arguments={"code": "return 1"})],
-                                             "toolUse"), assistant_message([text("still here")])])
-    context = AgentContext([user_message("go")])
 
-    async def main():
-        with trio.fail_after(TIME_LIMIT):
-            return await run_agent(model, context, registry)
 
-    trio.run(main)
+def test_limits_a_worker_that_dies_on_its_own_is_a_sandbox_error(tmp_path, monkeypatch):
+    dying_worker(tmp_path, monkeypatch)
+    result = script("return 1")
 
-    assert text_of(context.messages[3]) == (
-        "Script failed (sandbox): the worker exited with status 3 before the script settled")
-    assert context.messages[3].is_error and text_of(context.messages[4]) == "still here"
+    assert (result.error.kind, result.error.message) == (
+        "sandbox", "the worker exited with status 3 before the script settled")
+    assert gone(result.pid)
 
 
 def test_limits_output_is_capped():
@@ -330,6 +326,24 @@ def test_codemode_is_model_only_and_describes_the_tools_a_script_may_call():
     assert tool.exposure == "model-only"
     assert [spec.name for spec in registry.declared()] == ["read", "search", "codemode"]
     assert tool.description.splitlines()[-2:] == ["- tools.read: the read tool", "- tools.issues: the issues tool"]
+
+
+def test_codemode_a_failed_script_is_an_error_result_and_the_agent_lives_on(tmp_path, monkeypatch):
+    dying_worker(tmp_path, monkeypatch)
+    registry = registry_of(probe("read"))
+    model = ScriptedModel([assistant_message([ToolCall(id="c1", name="codemode", arguments={"code": "return 1"})],
+                                             "toolUse"), assistant_message([text("still here")])])
+    context = AgentContext([user_message("go")])
+
+    async def main():
+        with trio.fail_after(TIME_LIMIT):
+            return await run_agent(model, context, registry)
+
+    trio.run(main)
+
+    assert text_of(context.messages[3]) == (
+        "Script failed (sandbox): the worker exited with status 3 before the script settled")
+    assert context.messages[3].is_error and text_of(context.messages[4]) == "still here"
 
 
 def payoff_model(state):

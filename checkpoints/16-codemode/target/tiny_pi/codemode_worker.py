@@ -115,6 +115,7 @@ class Worker:
         return f"tools.{name} is not a tool; the tools are: {', '.join(self.names) or 'none'}"
 
     def output(self, line: str) -> None:
+        """console.log and its kin: one `output` line to the host."""
         self.send({"type": "output", "text": line})
 
     def run(self, lines: TextIO) -> int:
