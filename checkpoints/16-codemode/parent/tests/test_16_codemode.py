@@ -21,7 +21,7 @@ from loopback_server import STREAM_HEAD, LoopbackServer, chunk, send_chunk, sse,
 import tiny_pi.codemode as codemode
 from tiny_pi.abort import AbortSignal
 from tiny_pi.agent_loop import run_agent
-from tiny_pi.codemode import MAX_ARGUMENT_BYTES, MAX_RECORDS, OUTPUT_LIMIT, NestedCalls, codemode_tool, run_script
+from tiny_pi.codemode import MAX_ARGUMENT_BYTES, MAX_LINE, MAX_RECORDS, OUTPUT_LIMIT, NestedCalls, codemode_tool, run_script
 from tiny_pi.messages import AgentContext, ToolCall, assistant_message, text, text_of, user_message
 from tiny_pi.scripted_model import ScriptedModel
 from tiny_pi.session_log import MessageEntry, read_session
@@ -69,9 +69,14 @@ def failing(name="broken"):
     return Tool(name, "a tool that fails", VALUE, execute)
 
 
-def sleeper(started):
+def sleeper(started, count=2):
+    """A tool that never finishes; `started` is set once `count` of its calls are running."""
+    running = []
+
     async def execute(arguments, *, signal):
-        started.set()
+        running.append(arguments)
+        if len(running) >= count:
+            started.set()
         await trio.sleep_forever()
 
     return Tool("wait", "a tool that never finishes", VALUE, execute)
@@ -235,6 +240,14 @@ def test_limits_a_script_that_can_never_settle_fails_at_once_not_at_the_deadline
 
     assert (result.error.kind, result.error.message) == ("script", "the script can never settle: no tool call is pending")
     assert time.monotonic() - started < 5.0  # the deadline was 10 s away
+
+
+def test_limits_a_value_over_the_line_limit_is_one_clear_error_result():
+    result = script(f'return "x".repeat({MAX_LINE} + 1)')
+
+    assert (result.ok, result.error.kind, result.error.message) == (
+        False, "script", f"the script sent more than {MAX_LINE} bytes in one line (a value, arguments or output)")
+    assert gone(result.pid)
 
 
 def test_limits_a_busy_loop_is_killed_at_the_deadline():

@@ -132,6 +132,7 @@ class LineReader:
         self.buffer = bytearray()
 
     async def next(self) -> str | None:
+        """The next line, without its newline; None at the end; a ValueError for one over MAX_LINE bytes."""
         raise NotImplementedError("lab 16.1: next")
 
 

@@ -134,7 +134,10 @@ class Execution:
         await self.send(process, start)
         lines = LineReader(process.stdout)
         while True:
-            line = await lines.next()
+            try:
+                line = await lines.next()
+            except ValueError as error:  # a value, arguments or output over MAX_LINE
+                return self.failed("script", str(error))
             if line is None:
                 status = await process.wait()
                 return self.failed("sandbox", f"the worker exited with status {status} before the script settled")
@@ -205,14 +208,15 @@ class LineReader:
         self.buffer = bytearray()
 
     async def next(self) -> str | None:
-        while b"\n" not in self.buffer:
-            if len(self.buffer) > MAX_LINE:
-                return None
+        """The next line, without its newline; None at the end; a ValueError for one over MAX_LINE bytes."""
+        while b"\n" not in self.buffer and len(self.buffer) <= MAX_LINE:
             chunk = await self.stream.receive_some(65536)
             if not chunk:
                 return None
             self.buffer += chunk
         line, _, rest = bytes(self.buffer).partition(b"\n")
+        if len(line) > MAX_LINE:
+            raise ValueError(f"the script sent more than {MAX_LINE} bytes in one line (a value, arguments or output)")
         self.buffer = bytearray(rest)
         return line.decode("utf-8", errors="replace")
 
