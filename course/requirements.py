@@ -85,7 +85,7 @@ INSTALL_ADVICE = ("Install the course into it (`python -m pip install -e .` in t
 
 
 # The dependencies whose module is named otherwise than their distribution.
-_DISTRIBUTION_OF = {"git": "gitpython", "attr": "attrs"}
+_DISTRIBUTION_OF = {"git": "gitpython", "attr": "attrs", "quickjs": "quickjs-ng"}
 
 
 def missing_library(error: BaseException) -> str | None:
