@@ -5,6 +5,9 @@ by hand too, and point `python -m tiny_pi.agent` at it:
 
     python tests/loopback_server.py [PORT]   # prints the base URL, serves until Ctrl-C
 
+Each way it ends is one line on stderr: Ctrl-C (exit status 0), a port another
+program holds (3), a PORT that is no port number (2).
+
 It is a real HTTP/1.1 server with a tiny deterministic "model" behind it
 (`readme_model`): asked by a user, it says what it will do and calls
 `read {"path": "README.md"}`; given the tool's result, it names the project
@@ -14,6 +17,7 @@ test can check what the client sent.
 
 from __future__ import annotations
 
+import errno
 import json
 import sys
 from functools import partial
@@ -142,8 +146,35 @@ async def serve_forever(port: int) -> None:
         print(f"serving the README round trip at {server.base_url} (Ctrl-C stops)", flush=True)
 
 
-if __name__ == "__main__":
+def leaves(error: BaseException) -> list[BaseException]:
+    """The exceptions inside an exception group (trio's nursery wraps what ends it), or the one."""
+    if isinstance(error, BaseExceptionGroup):
+        return [leaf for inner in error.exceptions for leaf in leaves(inner)]
+    return [error]
+
+
+def main(arguments: list[str]) -> int:
+    """Serve until Ctrl-C; every ending is one line and an exit status, never a traceback."""
+    text = arguments[0] if arguments else "0"
+    port = int(text) if text.isdigit() else -1
+    if len(arguments) > 1 or not 0 <= port <= 65535:
+        print(f"loopback server: PORT is a whole number from 0 to 65535 (0: a free one), not {text!r}",
+              file=sys.stderr)
+        return 2
     try:
-        trio.run(serve_forever, int(sys.argv[1]) if len(sys.argv) > 1 else 0)
-    except KeyboardInterrupt:
-        sys.exit(0)
+        trio.run(serve_forever, port)
+    except BaseException as error:  # noqa: BLE001 - one line for the endings a person causes
+        found = leaves(error)
+        if all(isinstance(leaf, KeyboardInterrupt) for leaf in found):
+            print("loopback server: stopped (Ctrl-C)", file=sys.stderr)
+            return 0
+        if any(isinstance(leaf, OSError) and leaf.errno == errno.EADDRINUSE for leaf in found):
+            print(f"loopback server: port {port} on 127.0.0.1 is in use by another program: "
+                  "stop it, or pick another port (0 picks a free one)", file=sys.stderr)
+            return 3
+        raise
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

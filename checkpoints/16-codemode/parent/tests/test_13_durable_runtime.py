@@ -504,6 +504,26 @@ def test_mode_kill_9_mid_run_loses_nothing_written(project, tmp_path, mode):
     assert_a_new_run_goes_on(project, path)
 
 
+@pytest.mark.parametrize("mode", ["text", "json"])
+def test_mode_sigterm_mid_run_aborts_it_keeps_the_session_whole_and_exits_143(project, tmp_path, mode):
+    path = tmp_path / "session.jsonl"
+    held = threading.Event()
+    with serving(held_on_the_tool_result(held)) as server:
+        args = command(server, project, "--mode", mode, "--session", str(path), "What is this project called?")
+        process = subprocess.Popen(args, cwd=PROJECT, env=environment(), stdin=subprocess.DEVNULL,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            wait_while_running(held, process, "the agent never got to the tool result's call", process.stderr.read)
+            process.send_signal(signal.SIGTERM)  # what `kill` sends
+            _, stderr = process.communicate(timeout=PROCESS_TIME_LIMIT)
+        finally:
+            process.kill()
+
+    assert process.returncode == 143, stderr
+    assert stderr.startswith("[aborted] turns: 2, ") and "Traceback" not in stderr, stderr
+    assert_a_new_run_goes_on(project, path)
+
+
 # Lab 13.3: the interactive mode, on a real pseudo-terminal.
 
 TAKE_TERMINAL = (  # the child makes the terminal its own, so that Ctrl-C there sends it SIGINT
@@ -705,4 +725,21 @@ def test_interactive_kill_9_mid_run_loses_nothing_written(project, tmp_path):
         term.wait_for(WELCOME)
         term.type("What is this project called?\n")
         kill_when_held(term.process, held)
+    assert_a_new_run_goes_on(project, path)
+
+
+@pytest.mark.parametrize("how", ["kill", "closed terminal"])
+def test_interactive_sigterm_or_a_closed_terminal_aborts_the_turn_and_exits(project, tmp_path, how):
+    path = tmp_path / "session.jsonl"
+    held = threading.Event()
+    with serving(held_on_the_tool_result(held)) as server, terminal(server, project, "--session", str(path)) as term:
+        term.wait_for(WELCOME)
+        term.type("What is this project called?\n")
+        term.wait_for_event(held, "the agent never got to the tool result's call")
+        if how == "kill":
+            term.process.send_signal(signal.SIGTERM)
+            assert term.exit_status() == 143
+        else:
+            os.close(term.master)  # the terminal goes away: the agent, which leads its session, gets SIGHUP
+            assert term.process.wait(PROCESS_TIME_LIMIT) == 129
     assert_a_new_run_goes_on(project, path)

@@ -57,7 +57,7 @@ async def execute_tool_call(
     call: ToolCall, registry: ToolRegistry, *, signal: AbortSignal,
     scope: str = MODEL, declared: Sequence[str] | None = None,
 ) -> ToolResultMessage:
-    """Run `call` and return its one result; never raises, except to let a cancellation through.
+    """Run `call` and return its one result; raises only for an unknown scope, or to let a cancellation through.
 
     `declared`: the names the request that produced the call declared (the
     agent loop passes them); None means the registry's declared set now.

@@ -692,33 +692,73 @@ def test_cli_ls_shows_a_byte_of_a_name_that_is_not_utf8_as_an_x_escape(tmp_path)
     assert tool_results == ["caf\\xe9.txt\nnotes.md", "tea\n"]
 
 
-def test_cli_ctrl_c_kills_a_running_bash_command(tmp_path):
-    root = project(tmp_path)
-    reply = scripted([("bash", {"command": "sleep 30 & echo $! > sleep.pid; wait"})], "never asked")
+def signalled_agent(root, command, *numbers):
+    """Run the agent on a scripted `bash` call of `command`; once sleep.pid is written, send `numbers`.
+
+    The signals go 0.1 s apart. Returns (server, exit status, stdout, stderr).
+    """
+    reply = scripted([("bash", {"command": command})], "never asked")
 
     async def main():
         with trio.fail_after(PROCESS_TIME_LIMIT):
             async with trio.open_nursery() as nursery:
                 server = await LoopbackServer(reply).start(nursery)
-                command = agent_command(server, root, "--tools", "bash")
+                argv = agent_command(server, root, "--tools", "bash")
                 process = await nursery.start(partial(
-                    trio.run_process, command, cwd=PROJECT, env=agent_env(),
+                    trio.run_process, argv, cwd=PROJECT, env=agent_env(),
                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False,
                 ))
                 while not pid_written(root / "sleep.pid") and process.poll() is None:
                     await trio.sleep(0.02)
-                if process.poll() is None:  # the command runs: press Ctrl-C
-                    process.send_signal(signals.SIGINT)
+                for number in numbers:
+                    if process.poll() is None:  # the command runs: press Ctrl-C, or kill the agent
+                        process.send_signal(number)
+                        await trio.sleep(0.1)
                 out = b"".join([piece async for piece in process.stdout])
                 errors = b"".join([piece async for piece in process.stderr])
                 await process.wait()
                 nursery.cancel_scope.cancel()
         return server, process.returncode, out.decode(), errors.decode()
 
-    server, returncode, stdout, stderr = trio.run(main)
+    return trio.run(main)
+
+
+SLEEP_30 = "sleep 30 & echo $! > sleep.pid; wait"
+
+
+def test_cli_ctrl_c_kills_a_running_bash_command(tmp_path):
+    root = project(tmp_path)
+
+    server, returncode, stdout, stderr = signalled_agent(root, SLEEP_30, signals.SIGINT)
 
     assert returncode == 130, stderr
     assert stdout.splitlines()[-1] == "[error] bash: Tool 'bash' was aborted before it finished"
     assert stderr.startswith("[aborted] turns: 1, ")
     assert gone_soon(int((root / "sleep.pid").read_text())), "the command's child outlived Ctrl-C"
+    assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize("number, status", [(signals.SIGTERM, 143), (signals.SIGHUP, 129)], ids=["SIGTERM", "SIGHUP"])
+def test_cli_sigterm_and_sighup_end_a_running_bash_command_like_ctrl_c(tmp_path, number, status):
+    root = project(tmp_path)
+
+    server, returncode, stdout, stderr = signalled_agent(root, SLEEP_30, number)
+
+    assert returncode == status, stderr
+    assert stdout.splitlines()[-1] == "[error] bash: Tool 'bash' was aborted before it finished"
+    assert stderr.startswith("[aborted] turns: 1, "), stderr  # Ctrl-C's summary, and nothing more
+    assert stderr.splitlines()[1:] == ["error: the run was aborted while tools were running"]
+    assert gone_soon(int((root / "sleep.pid").read_text())), f"the command's child outlived {number.name}"
+    assert len(server.requests) == 1
+
+
+def test_cli_a_second_stop_signal_stops_at_once_in_one_line(tmp_path):
+    root = project(tmp_path)
+    stubborn = f"trap '' TERM; {SLEEP_30}"  # the sleep ignores SIGTERM: the abort waits out the grace
+
+    server, returncode, stdout, stderr = signalled_agent(root, stubborn, signals.SIGTERM, signals.SIGINT)
+
+    assert returncode == 143, stderr
+    assert stderr == "\nstopped by SIGTERM\n"
+    assert gone_soon(int((root / "sleep.pid").read_text())), "SIGKILL did not reach the stubborn sleep"
     assert len(server.requests) == 1

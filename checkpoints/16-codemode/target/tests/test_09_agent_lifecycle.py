@@ -11,7 +11,10 @@ needs the abort's grace period runs on trio's MockClock, so it waits no real sec
 
 import io
 import os
+import signal as signals
+import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 import attrs
@@ -700,6 +703,42 @@ def test_cli_a_prompt_that_fails_ends_the_session_with_its_status(tmp_path):
     assert done.stderr.decode().endswith("error: HTTP 503: overloaded\n")
     assert len(server.requests) == 2
     assert "Never sent." not in str(server.requests)
+
+
+@pytest.mark.parametrize("number, status", [(signals.SIGINT, 130), (signals.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"])
+def test_cli_a_stop_signal_between_prompts_ends_the_session_in_one_line(tmp_path, number, status):
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "README.md").write_text(README, encoding="utf-8")
+    summary = b"[stop] turns: 2, tokens: input 155, output 27, cache read 0, cache write 0\n"
+
+    async def main():
+        with trio.fail_after(PROCESS_TIME_LIMIT):
+            async with trio.open_nursery() as nursery:
+                server = await LoopbackServer(readme_model).start(nursery)
+                command = [sys.executable, "-m", "tiny_pi.agent", "--model", "loopback", "--root", str(root),
+                           "--base-url", server.base_url]
+                process = await nursery.start(partial(
+                    trio.run_process, command, cwd=PROJECT, env=agent_env(), check=False,
+                    stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                ))
+                await process.stdin.send_all(b"What is this project called?\n")  # stdin stays open
+                errors = b""
+                async for piece in process.stderr:
+                    errors += piece
+                    if errors.endswith(summary):  # the first prompt is answered: the agent waits for a line
+                        break
+                process.send_signal(number)
+                errors += b"".join([piece async for piece in process.stderr])
+                await process.wait()
+                nursery.cancel_scope.cancel()
+        return server, process.returncode, errors.decode()
+
+    server, returncode, stderr = trio.run(main)
+
+    assert returncode == status, stderr
+    assert stderr == summary.decode() + f"\nstopped by {number.name}\n"
+    assert len(server.requests) == 2
 
 
 def test_cli_no_prompt_with_stdin_a_terminal_is_bad_usage(monkeypatch, capsys):

@@ -433,6 +433,21 @@ def test_run_an_agent_that_crashes_is_an_infrastructure_failure_of_execute(dirs)
     assert "the agent fell over" in (out / "name" / "agent.log").read_text()
 
 
+STOPPED_AGENT = """import sys
+open(sys.argv[sys.argv.index("--session") + 1], "w").write("{}\\n")
+sys.exit(143)  # how the agent (chapter 08) ends when someone sends it SIGTERM
+"""
+
+
+def test_run_an_agent_stopped_by_a_signal_the_harness_never_sends_is_a_crash(dirs):
+    tasks, out = dirs
+    stopped = (sys.executable, "-c", STOPPED_AGENT)
+    verdict = run_task(name_task(tasks), Settings("http://127.0.0.1:9/v1", "loopback", out, stopped))
+
+    assert (verdict.status, verdict.phase, verdict.failure) == (INFRASTRUCTURE, "execute", "agent-crashed")
+    assert verdict.detail == "exit status 143"
+
+
 def test_run_a_traceback_in_the_agents_output_is_not_a_crash(dirs):
     tasks, out = dirs
     quoting = scripted(

@@ -8,7 +8,9 @@ summary (how the run ended, turns, tokens) goes to stderr. The API key, if
 the server wants one, comes from TINY_PI_API_KEY, never from the command
 line (which other users of the machine can see). Exit status: 0 when the
 model finished, 1 on an error or the turn limit, 2 for bad usage, 130 on
-Ctrl-C, which aborts the running turn and keeps what it had produced.
+Ctrl-C, which aborts the running turn and keeps what it had produced;
+`kill` (SIGTERM) and a closed terminal (SIGHUP) abort it the same way and
+exit 143 and 129: 128 plus the signal's number, as a shell reports them.
 
 Without a PROMPT, and with stdin not a terminal, every non-empty line of
 stdin is a prompt of one conversation (one Agent), run in order:
@@ -60,6 +62,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal as signals
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -193,10 +196,14 @@ def choose_mode(parser: argparse.ArgumentParser, args: argparse.Namespace) -> st
 
 async def run(
     args: argparse.Namespace, model: ToolUsingModel, registry: ToolRegistry, session: OpenSession | None,
-    resources: Resources, extensions: Sequence[Extension] = (),
-) -> int:
-    """One Runtime for the whole run, rendered by the chosen mode, and disposed at the end."""
+    resources: Resources, received: list[int], extensions: Sequence[Extension] = (),
+) -> int | None:
+    """One Runtime for the whole run, rendered by the chosen mode, and disposed at the end.
+
+    `received` collects the stop signals; None: one of them cancelled the run before it was over.
+    """
     limits = ContextLimits(args.context_window, args.reserve_tokens)
+    status = None
     async with trio.open_nursery() as nursery:
         runtime = Runtime(
             model, registry, nursery, system_prompt=resources.sections, extensions=extensions,
@@ -204,11 +211,11 @@ async def run(
         )
         prompts = expand_prompts(read_prompts(args.prompt, sys.stdin), resources.templates)
         if args.mode == "interactive":
-            status = await run_interactive(runtime, args.session, resources.templates)
+            status = await run_interactive(runtime, args.session, resources.templates, received)
         elif args.mode == "json":
-            status = await run_json(runtime, prompts)
+            status = await run_json(runtime, prompts, received, nursery.cancel_scope)
         else:
-            status = await run_text(runtime, prompts)
+            status = await run_text(runtime, prompts, received, nursery.cancel_scope)
         await runtime.dispose()
         nursery.cancel_scope.cancel()  # the runtime's queue has ended
     return status
@@ -242,11 +249,16 @@ def main(argv: list[str] | None = None) -> int:
         registry.register(tool_search_tool(registry))
     if args.codemode:  # last: its description lists every tool a script may call
         registry.register(codemode_tool(registry))
+    received: list[int] = []  # the stop signals that arrived, in order
     try:
-        return trio.run(run, args, model, registry, session, resources, extensions)
-    except KeyboardInterrupt:  # a second Ctrl-C, or one before the run could listen
-        print("\ninterrupted", file=sys.stderr)
-        return 130
+        status = trio.run(run, args, model, registry, session, resources, received, extensions)
+    except KeyboardInterrupt:  # a Ctrl-C before the run could listen
+        status, received = None, [signals.SIGINT]
+    if status is None:
+        print(f"\nstopped by {signals.Signals(received[0]).name}", file=sys.stderr)
+    if received:
+        return 128 + received[0]
+    return status
 
 
 if __name__ == "__main__":

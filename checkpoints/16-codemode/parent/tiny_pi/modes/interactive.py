@@ -5,7 +5,8 @@ At the prompt (`> `), a line is a prompt for the agent, or a slash command:
 chapter 12's prompt templates, filled in and sent as the prompt. While the
 agent works, a line typed steers it: it reaches the model with the next
 call. Ctrl-C aborts the running turn; at the prompt, Ctrl-C twice in a
-row, or Ctrl-D, exits.
+row, or Ctrl-D, exits. SIGTERM (`kill`) and SIGHUP (the terminal was
+closed) abort the running turn and exit, with 143 and 129.
 
 Lines are read in a thread with `os.read` on the terminal: a line at a time
 (the terminal is in line mode), and no Python buffer that a thread left
@@ -23,7 +24,7 @@ from typing import Mapping
 import trio
 
 from tiny_pi.compaction import CompactionError
-from tiny_pi.modes.text import TerminalPrinter, printable, summary
+from tiny_pi.modes.text import STOP_SIGNALS, TerminalPrinter, printable, silence, summary
 from tiny_pi.resources import Template, TemplateError, expand_prompt
 from tiny_pi.runtime import Runtime, RuntimeRefused
 from tiny_pi.session import tree_lines
@@ -40,7 +41,8 @@ class Interactive:
     """The prompt loop around one Runtime; `run` returns the exit status."""
 
     def __init__(
-        self, runtime: Runtime, session_path: Path | None, fd: int = 0, templates: Mapping[str, Template] | None = None
+        self, runtime: Runtime, session_path: Path | None, fd: int = 0, templates: Mapping[str, Template] | None = None,
+        received: list[int] | None = None,
     ) -> None:
         self.runtime = runtime
         self.session_path = session_path
@@ -48,6 +50,7 @@ class Interactive:
         self.fd = fd  # the terminal's file descriptor, read a line at a time
         self.exit_armed = False  # a Ctrl-C at the prompt; the next one exits
         self.status: int | None = None
+        self.received = received if received is not None else []  # a SIGTERM or SIGHUP that ended the session
 
     async def run(self) -> int:
         """Read and handle lines until /quit, Ctrl-D or a second Ctrl-C at the prompt."""
@@ -57,7 +60,7 @@ class Interactive:
         async with trio.open_nursery() as nursery:
             await nursery.start(self.watch_interrupts, nursery.cancel_scope)
             while self.status is None:
-                line = await trio.to_thread.run_sync(os.read, self.fd, 65536, abandon_on_cancel=True)
+                line = await trio.to_thread.run_sync(read_line, self.fd, abandon_on_cancel=True)
                 if not line:  # Ctrl-D: let the running prompt end, then leave
                     await self.runtime.flush()
                     self.status = 0
@@ -139,11 +142,22 @@ class Interactive:
     async def watch_interrupts(
         self, scope: trio.CancelScope, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
-        """Ctrl-C aborts a running prompt; at the prompt, the first one warns and the second exits."""
-        with trio.open_signal_receiver(signals.SIGINT) as interrupts:
+        """Ctrl-C aborts a running prompt; at the prompt, the first one warns and the second exits.
+
+        SIGTERM and SIGHUP abort a running prompt and exit at once: 128 plus the signal's number.
+        """
+        with trio.open_signal_receiver(*STOP_SIGNALS) as arrivals:
             task_status.started()
-            async for _ in interrupts:
-                if self.runtime.busy:
+            async for number in arrivals:
+                if number != signals.SIGINT:  # `kill`, or a closed terminal
+                    if number == signals.SIGHUP:  # nobody is left to read: a write would fail
+                        silence(sys.stdout)
+                        silence(sys.stderr)
+                    self.received.append(number)
+                    self.runtime.abort()  # the runtime's dispose waits for the aborted prompt
+                    self.status = 128 + number
+                    scope.cancel()
+                elif self.runtime.busy:
                     self.runtime.abort()
                 elif self.exit_armed:
                     self.status = 130
@@ -152,6 +166,14 @@ class Interactive:
                     self.exit_armed = True
                     say(EXIT_HINT)
                     show_prompt()
+
+
+def read_line(fd: int) -> bytes:
+    """The next line of the terminal `fd`; b"" at Ctrl-D, and once the terminal is gone (EIO after a hang-up)."""
+    try:
+        return os.read(fd, 65536)
+    except OSError:  # its SIGHUP comes to watch_interrupts
+        return b""
 
 
 def say(line: str) -> None:
@@ -166,7 +188,7 @@ def show_prompt() -> None:
 
 
 async def run_interactive(
-    runtime: Runtime, session_path: Path | None, templates: Mapping[str, Template]
+    runtime: Runtime, session_path: Path | None, templates: Mapping[str, Template], received: list[int]
 ) -> int:
-    """Interactive mode, on the terminal of stdin and stdout."""
-    return await Interactive(runtime, session_path, templates=templates).run()
+    """Interactive mode, on the terminal of stdin and stdout; a SIGTERM or SIGHUP that ends it goes in `received`."""
+    return await Interactive(runtime, session_path, templates=templates, received=received).run()

@@ -20,6 +20,7 @@ import sys
 from typing import Any, Callable, Iterator, TextIO
 
 import attrs
+import trio
 
 from tiny_pi.agent_events import AgentEndEvent, AgentEvent, ToolExecutionEndEvent, ToolExecutionStartEvent
 from tiny_pi.messages.transcript import to_data
@@ -75,7 +76,7 @@ class JsonPrinter:
             self.on_closed()
 
 
-async def run_json(runtime: Runtime, prompts: Iterator[str]) -> int:
+async def run_json(runtime: Runtime, prompts: Iterator[str], received: list[int], scope: trio.CancelScope) -> int:
     """JSON mode: the prompts as in text mode, the events as JSON lines on stdout; closing it aborts the run."""
     runtime.subscribe(JsonPrinter(sys.stdout, runtime.abort))
-    return await run_prompts(runtime, prompts)
+    return await run_prompts(runtime, prompts, received, scope)

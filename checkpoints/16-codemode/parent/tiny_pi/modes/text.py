@@ -24,6 +24,7 @@ from tiny_pi.runtime import Runtime
 
 LINE_WIDTH = 100
 EXIT_CODES = {"stop": 0, "aborted": 130}  # every other end is a failure: 1
+STOP_SIGNALS = (signals.SIGINT, signals.SIGTERM, signals.SIGHUP)  # Ctrl-C, `kill`, a closed terminal
 
 
 class TerminalPrinter:
@@ -146,14 +147,19 @@ def usage_reported(outcome: AgentOutcome) -> bool:
 
 
 async def abort_on_interrupt(
-    runtime: Runtime, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    runtime: Runtime, received: list[int], scope: trio.CancelScope,
+    *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """The first Ctrl-C aborts the running prompt; a second one, or one between prompts, stops at once."""
-    with trio.open_signal_receiver(signals.SIGINT) as interrupts:
+    """The first stop signal aborts the running prompt; a second, or one between prompts, cancels `scope`.
+
+    Each signal's number is added to `received`: the exit status is 128 plus the first.
+    """
+    with trio.open_signal_receiver(*STOP_SIGNALS) as arrivals:
         task_status.started()
-        async for _ in interrupts:
+        async for number in arrivals:
+            received.append(number)
             if runtime.agent.aborting or not runtime.busy:
-                raise KeyboardInterrupt
+                scope.cancel()  # a running bash still has its group ended: that cleanup is shielded
             runtime.abort()
 
 
@@ -167,15 +173,16 @@ def read_prompts(prompt: str | None, lines: TextIO) -> Iterator[str]:
             yield line.strip()
 
 
-async def run_prompts(runtime: Runtime, prompts: Iterator[str]) -> int:
+async def run_prompts(runtime: Runtime, prompts: Iterator[str], received: list[int], scope: trio.CancelScope) -> int:
     """Every prompt in order, each answered before the next is read; the first that does not stop ends it.
 
     The next prompt is read in a thread: stdin may be a pipe whose writer is slow. A prompt
-    template that cannot be filled (chapter 12) ends the run with exit status 2.
+    template that cannot be filled (chapter 12) ends the run with exit status 2. A stop
+    signal is handled by abort_on_interrupt: `received` and `scope` are for it.
     """
     status = 0
     async with trio.open_nursery() as nursery:
-        await nursery.start(abort_on_interrupt, runtime)
+        await nursery.start(abort_on_interrupt, runtime, received, scope)
         while status == 0:
             try:
                 prompt = await trio.to_thread.run_sync(next, prompts, None, abandon_on_cancel=True)
@@ -188,7 +195,7 @@ async def run_prompts(runtime: Runtime, prompts: Iterator[str]) -> int:
             runtime.prompt(prompt)
             await runtime.flush()
             status = prompt_status(runtime)
-        nursery.cancel_scope.cancel()  # the prompts are over: stop listening for Ctrl-C
+        nursery.cancel_scope.cancel()  # the prompts are over: stop listening for signals
     return status
 
 
@@ -202,7 +209,7 @@ def prompt_status(runtime: Runtime) -> int:
     return EXIT_CODES.get(outcome.stop_reason, 1)
 
 
-async def run_text(runtime: Runtime, prompts: Iterator[str]) -> int:
+async def run_text(runtime: Runtime, prompts: Iterator[str], received: list[int], scope: trio.CancelScope) -> int:
     """Text mode: stream each reply to stdout; closing it aborts the run."""
     runtime.subscribe(TerminalPrinter(sys.stdout, runtime.abort))
-    return await run_prompts(runtime, prompts)
+    return await run_prompts(runtime, prompts, received, scope)
