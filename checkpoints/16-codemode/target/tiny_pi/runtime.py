@@ -293,7 +293,8 @@ class Compactor:
                                     "is over the budget; it is kept whole")
         if only_a_summary(messages[: cut.index]):
             self.say_once("nothing", "compaction: nothing older to summarise; sending the context as it is")
-            say_over_limit(tokens, limit)
+            if tokens > limit:  # a /compact of a context within the limit is no call over it
+                say_over_limit(tokens, limit)
             return list(messages)
         summary = await summarise(self.model, messages[: cut.index])
         if self.recorder is not None:
