@@ -95,7 +95,8 @@ def first_red_light_line(chapter: Chapter) -> str:
     parent's, never as the learner's first run.
     """
     red = chapter.first_red_light
-    shown = f"a {red.kind} showing " + "; ".join(f"`{fragment}`" for fragment in red.fragments)
+    ending = {"failed": "failing tests", "collection-error": "a collection error"}[red.kind]
+    shown = f"{ending}, showing " + "; ".join(f"`{fragment}`" for fragment in red.fragments)
     if chapter.mode != "observe":
         return f"> - **First red light:** {red.explanation} The run ends in {shown}."
     blanks = ", ".join(f"`{name}`" for name in chapter.starter_files)

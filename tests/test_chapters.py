@@ -41,7 +41,7 @@ def verify_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, dict]:
 
 
 # The first test of a worker to ask for verify_report pays for the whole course's proof.
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(1200)
 @pytest.mark.parametrize("nn", CHAPTERS)
 def test_every_check_of_the_chapters_story_holds(nn: str, verify_report: tuple[int, dict]) -> None:
     chapter = CHAPTERS[nn]
@@ -63,7 +63,7 @@ def test_every_check_of_the_chapters_story_holds(nn: str, verify_report: tuple[i
     assert lesson_checks <= {check["kind"] for check in checks}
 
 
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(1200)
 def test_verify_proves_the_whole_course(verify_report: tuple[int, dict]) -> None:
     returncode, document = verify_report
     failed = [check for check in document["checks"] if not check["ok"]]
