@@ -118,7 +118,7 @@ class Execution:
 
     def note(self, line: str) -> None:
         """Keep console output up to OUTPUT_LIMIT characters, then one line that says it was cut."""
-        raise NotImplementedError("lab 16.3: note")
+        raise NotImplementedError("lab 16.1: note (its cap: lab 16.3)")
 
     def failed(self, kind: str, message: str) -> ScriptResult:
         return ScriptResult(False, error=ScriptError(kind, message))
@@ -192,7 +192,7 @@ CODE_PARAMETERS = {
 
 def codemode_description(registry: ToolRegistry) -> str:
     """What the model reads: how a script calls tools, and the tools it may call."""
-    raise NotImplementedError("lab 16.4: codemode_description")
+    raise NotImplementedError("lab 16.2: codemode_description (its final text: lab 16.4)")
 
 
 def codemode_tool(
