@@ -119,22 +119,18 @@ async def first_practice_labs(chapter: Chapter, directory: Path) -> FirstLabs:
 
 def first_labs_check(chapter: Chapter, first: FirstLabs) -> Check:
     """`course practice`'s first red light is the documented one: the same ending, every fragment shown."""
-    red = chapter.first_red_light
     output = first.output
-    missing = [fragment for fragment in red.fragments if fragment not in output]
-    ok = first.run.outcome == red.kind and not missing
     actual = f"{first.run.outcome}, stopped at {first.lab.id}: {first.run.summary()}"
     if first.waiting:
         actual += "; not run: " + ", ".join(lab.id for lab in first.waiting)
-    if missing:
-        actual += "; output lacks " + "; ".join(repr(f) for f in missing)
+    ok, expected, lacking = red_light_verdict(chapter, first.run.outcome, output)
     return Check(
         chapter=chapter.name,
         kind="first-red-light-labs",
         name="practice shows it lab by lab, up to the first failing lab",
         ok=ok,
-        expected=f"{red.kind} showing " + "; ".join(repr(f) for f in red.fragments),
-        actual=actual,
+        expected=expected,
+        actual=actual + lacking,
         detail="" if ok else excerpt(output),
         duration=sum(run.duration for run in first.runs),
         run=first.run,
@@ -211,21 +207,25 @@ async def _check_first_labs(chapter: Chapter, pool: RunPool) -> Check:
         return first_labs_check(chapter, await first_labs(chapter, copy, pool))
 
 
+def red_light_verdict(chapter: Chapter, outcome: str, output: str) -> tuple[bool, str, str]:
+    """Whether a run ended as the first red light documents: (ok, expected, what its output lacks)."""
+    red = chapter.first_red_light
+    missing = [fragment for fragment in red.fragments if fragment not in output]
+    lacking = "; output lacks " + "; ".join(repr(f) for f in missing) if missing else ""
+    expected = f"{red.kind} showing " + "; ".join(repr(f) for f in red.fragments)
+    return outcome == red.kind and not missing, expected, lacking
+
+
 def red_light_check(chapter: Chapter, run: RunResult) -> Check:
     """The first red light is the documented one: the same kind of ending, every fragment shown."""
-    red = chapter.first_red_light
-    missing = [fragment for fragment in red.fragments if fragment not in run.output]
-    ok = run.outcome == red.kind and not missing
-    actual = f"{run.outcome}: {run.summary()}"
-    if missing:
-        actual += "; output lacks " + "; ".join(repr(f) for f in missing)
+    ok, expected, lacking = red_light_verdict(chapter, run.outcome, run.output)
     return Check(
         chapter=chapter.name,
         kind="first-red-light",
         name="parent shows the first red light",
         ok=ok,
-        expected=f"{red.kind} showing " + "; ".join(repr(f) for f in red.fragments),
-        actual=actual,
+        expected=expected,
+        actual=f"{run.outcome}: {run.summary()}{lacking}",
         detail="" if ok else excerpt(run.output),
         duration=run.duration,
         run=run,
