@@ -120,8 +120,8 @@ def render_redlight_note(chapter: Chapter) -> str:
     which = "this exercise counts" if len(chapter.redlights) == 1 else "these exercises count"
     note = (
         f"**How {which}.** From a green `{run}`, break the code by hand (`course redlight --id "
-        f"{first}` does it only while your code still matches the target's lines) and run `{run}` "
-        f"(or `course watch`) while it is broken: "
+        f"{first}` repeats what to break and watches your saves for the failure; it changes no code) and "
+        f"run `{run}` while it is broken: "
         f"a plain pytest run records nothing. Then restore it; the next green `{run}` completes it."
     )
     # Wrap between words, never inside a `code span`: hide its spaces while filling.
@@ -139,7 +139,7 @@ def render_learning(chapter: Chapter, made: str | None = None) -> str:
     states what the prediction should have been, and a red-light exercise without
     the test that fails and its lesson, which the learner is asked to predict.
     """
-    answers = f"`course show {chapter.nn} --answers`"
+    answers = f"`course show {chapter.nn} --answer` lists the folds, `--answer N` opens one"
     parts = [
         f"# Chapter {chapter.nn}: {chapter.title}",
         "",
@@ -150,7 +150,7 @@ def render_learning(chapter: Chapter, made: str | None = None) -> str:
     for lab in chapter.labs:
         goal = lab.goal or ""
         if lab.title.startswith("Predict"):
-            goal = f"A prediction: write yours down first; the lesson folds the answer ({answers} opens it)."
+            goal = f"A prediction: write yours down first; the lesson folds the answer ({answers})."
         parts += [
             f"### Lab {lab.id}: {lab.title}",
             "",
@@ -167,8 +167,8 @@ def render_learning(chapter: Chapter, made: str | None = None) -> str:
         by_hand = f"by hand: {redlight.by_hand}" if redlight.by_hand else "the lesson says what to change by hand"
         parts += [
             f"- **{redlight.id} {redlight.title}** - {by_hand} "
-            f"(`course redlight --id {redlight.id}` changes it only while your code still matches "
-            f"the target's lines; `--revert` restores); "
+            f"(`course redlight --id {redlight.id}` says it again and watches for the failure, then for "
+            f"your restore; `--check` runs once); "
             f"predict which test fails and how, then run `{course_test(chapter)}` while it is broken; "
             f"the lesson's red-light section has the answer",
         ]

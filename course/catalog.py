@@ -118,24 +118,25 @@ class Lab:
 
 @frozen
 class RedLight:
-    """A red-light exercise: a patch that breaks target in one documented way."""
+    """A red-light exercise: a break made by hand in the learner's code; its patch proves it on target."""
 
     id: str = key("The chapter's number, `.R` and the exercise's number, like `2.R1`.")
     title: str = key("The exercise's name in the lesson and the card.")
     patch: str = key(
-        "A unified diff against target, relative to the chapter (applied with git apply -p1).", relative_paths=True
+        "A unified diff against target, relative to the chapter (applied with git apply -p1): the authors' "
+        "proof, applied to a copy of target by `course checkpoint`, never to a practice dir.", relative_paths=True
     )
     test: str = key("The node id of the focused test the patch must make fail.")
     fragment: str = key("Text the failure output must show.")
     learn: str = key("What the learner should take away.")
     by_hand: str = key(
         "The break to make by hand, by behaviour and with names the lesson introduced; `course redlight` "
-        "repeats it when its patch does not fit the learner's code (without it: the title and the lesson).",
+        "prints it and then watches the learner's saves for the failure (without it: the title and the lesson).",
         default="",
     )
 
     def by_hand_instruction(self) -> str:
-        """What to break when the patch does not fit: the chapter's words, or the lesson's section by its title."""
+        """What to break by hand: the chapter's words, or the lesson's section by its title."""
         if self.by_hand:
             return self.by_hand
         return f"{self.title}, as the lesson's red-light exercise {self.id} says."

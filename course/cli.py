@@ -163,13 +163,37 @@ def _here() -> Path | None:
 @cli.command()
 @click.argument("chapter_id", **CHAPTER)  # type: ignore[arg-type]
 @click.option("--pager/--no-pager", default=None, help="Page the lesson (default: on a terminal, when it is longer than the screen).")
-@click.option("--answers", is_flag=True, help="Open the folded answer keys in a terminal.")
+@click.option("--answer", "answer", is_flag=False, flag_value="", default=None, metavar="[N]",
+              help="Open fold N alone (an answer key or a prediction's answer); without N, list the folds.")
+@click.option("--answers", "every_answer", is_flag=True, hidden=True)
 @pass_context
-def show(ctx: CourseContext, chapter_id: str | None, pager: bool | None, answers: bool) -> None:
+def show(ctx: CourseContext, chapter_id: str | None, pager: bool | None, answer: str | None, every_answer: bool) -> None:
     """The lesson of a chapter: rendered and paged in a terminal (answer keys folded), plain Markdown when piped."""
+    from course.render import fold_text, folds
+
     chapter = ctx.chapter(chapter_id) if chapter_id else ctx.locate("show", None, None).chapter
-    how_to_open = None if answers else f"{suggest('show', chapter.nn, '--answers')}"
-    show_lesson(chapter.lesson.read_text(encoding="utf-8"), pager=pager, how_to_open=how_to_open)
+    if every_answer:
+        raise UsageError(f"--answers is gone: it opened every fold at once, the answers to predictions still ahead "
+                         f"among them; open one with `{suggest('show', chapter.nn, '--answer', 'N')}` "
+                         f"(`{suggest('show', chapter.nn, '--answer')}` lists them)")
+    text = chapter.lesson.read_text(encoding="utf-8")
+    if answer is None:
+        show_lesson(text, pager=pager, how_to_open=lambda number: suggest("show", chapter.nn, "--answer", str(number)))
+        return
+    found = folds(text)
+    if not found:
+        raise UsageError(f"chapter {chapter.name}'s lesson has no folds")
+    if answer == "":
+        output.say(f"The folds of chapter {chapter.nn}'s lesson; open one with "
+                   f"`{suggest('show', chapter.nn, '--answer', 'N')}`:")
+        for fold in found:
+            output.say(f"  {fold.number:>2}  {fold.summary}" + (f"  (in: {fold.section})" if fold.section else ""))
+        return
+    wanted = answer.strip()
+    if not wanted.isdigit() or not 1 <= int(wanted) <= len(found):
+        raise UsageError(f"chapter {chapter.name}'s lesson has no fold {answer!r}: its folds are numbered 1 to "
+                         f"{len(found)} (`{suggest('show', chapter.nn, '--answer')}` lists them)")
+    show_lesson(fold_text(found[int(wanted) - 1]), pager=pager)
 
 
 @cli.command("local-model")

@@ -1,4 +1,4 @@
-"""The learner's loop on the command line: watch, hint, diff, status, reset.
+"""The learner's loop on the command line: watch, hint, diff, status, reset, redlight.
 
 Only parsing and printing live here; each command's logic is in its own
 module (watch, hints, learner_diff, status, reset). `register` adds the
@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -305,38 +306,86 @@ def _confirmed() -> bool:
 @click.argument("chapter_id", **CHAPTER)  # type: ignore[arg-type]
 @click.argument("directory", **DIRECTORY)  # type: ignore[arg-type]
 @click.option("--id", "exercise_id", help="The exercise, e.g. 2.R1 (default: the first not done).")
-@click.option("--revert", is_flag=True, help="Take the exercise's patch off your code again.")
+@click.option("--check", is_flag=True,
+              help="Run the focused tests once: exit 0 when the exercise's predicted failure shows, 1 when not.")
+@click.option("--json", "as_json", is_flag=True, help="With --check (implied): one JSON document on stdout.")
+@click.option("--poll", is_flag=True, help="Poll for changes instead of using file events (as `course watch --poll`).")
+@click.option("--debounce", type=click.IntRange(10, 10_000), default=DEBOUNCE_MS, show_default=True,
+              help="Quiet time in ms after a save before the tests run.")
+@click.option("--revert", is_flag=True, hidden=True)
 @pass_context
-def redlight_command(ctx: CourseContext, chapter_id: str | None, directory: str | None,
-                     exercise_id: str | None, revert: bool) -> None:
-    """Break your code as a red-light exercise says (its patch), or --revert to restore it.
+def redlight_command(ctx: CourseContext, chapter_id: str | None, directory: str | None, exercise_id: str | None,
+                     check: bool, as_json: bool, poll: bool, debounce: int, revert: bool) -> None:
+    """Say what to break by hand for a red-light exercise, then watch until its failure shows and it is green again.
 
-    Refuses, changing nothing, when the patch does not fit your version of the
-    code: then break it by hand, as the lesson says.
+    Your code is never changed: break it yourself, as the exercise says. Each
+    save runs the focused tests (as `course watch` does, the verdict saved as
+    `course test` saves it) and one line says whether the lesson's failure
+    shows; the watch ends once the code is green again after it. With --check,
+    one run and one line: exit 0 when the predicted failure shows, 1 when not
+    (green, or red another way), 2 for bad input.
     """
-    require_git()
+    if revert:
+        raise UsageError("course redlight no longer changes your code, so there is nothing to take off: put your "
+                         "lines back by hand (`git diff` in your practice dir shows what you changed), then "
+                         "`course redlight --check` says whether it is green again")
+    from course.redlight_loop import instruction_lines
+
     place = ctx.locate("redlight", chapter_id, directory)
     chapter = place.chapter
-    state = redlights.read(place.directory, chapter)
-    if exercise_id:
+    if not chapter.redlights:
+        raise UsageError(f"chapter {chapter.name} has no red-light exercises")
+    if exercise_id is not None:
         exercise = redlights.find(chapter, exercise_id)
-    elif revert and state.applied:
-        exercise = redlights.find(chapter, state.applied[-1])
     else:
-        pending = state.pending(chapter)
+        pending = redlights.read(place.directory, chapter).pending(chapter)
         if pending is None:
-            output.say(f"Every red-light exercise of chapter {chapter.nn} is done.")
-            return
+            ids = ", ".join(r.id for r in chapter.redlights)
+            line = f"Every red-light exercise of chapter {chapter.nn} is done; to do one again: " \
+                   f"`{place.command('redlight', '--id', chapter.redlights[0].id)}` (its exercises: {ids})."
+            if as_json:
+                click.echo(json.dumps({"command": "redlight", "chapter": chapter.name, "directory": str(place.directory),
+                                       "exercise": None, "state": "all-done", "seen": False}, indent=2))
+            else:
+                output.say(line)
+            sys.exit(1 if check or as_json else 0)
         exercise = pending
-    changed = redlights.apply(place.directory, chapter, exercise, revert=revert)
-    files = ", ".join(changed)
-    if revert:
-        output.say(f"Took red light {exercise.id}'s patch off {files}.")
-        output.say(f"Next: `{place.command('test')}`: green again completes {exercise.id}")
+    ctx.remember(place)
+    if check or as_json:
+        _redlight_check(place, exercise, f"`{place.command('redlight', '--id', exercise.id, '--check')}` says when "
+                        "it is green again", as_json)
+        return
+    restore_hint = "this watch says when it is green again, and stops there"
+    import trio
+
+    from course.watch import RedLightWatch, choose_mode
+
+    for line in instruction_lines(chapter, exercise, place.command, watching=True):
+        output.say(line)
+    session = RedLightWatch(chapter, place.directory, exercise, restore_hint, echo=output.say, debounce_ms=debounce)
+    trio.run(session.run, choose_mode(place.directory, poll))
+    if session.stopped_by is not None:
+        output.say(f"Stopped watching ({session.stopped_by}) after {session.runs} run(s).")
+    sys.exit(0)
+
+
+def _redlight_check(place: Any, exercise: Any, restore_hint: str, as_json: bool) -> None:
+    """One run of the focused tests, one line (or one JSON document); exit 0 when the failure shows."""
+    import trio
+
+    from course.checks import check_practice
+    from course.redlight_loop import observe
+
+    chapter = place.chapter
+    with output.progress("Running the focused tests", enabled=not as_json, limit=chapter.time_limit):
+        checks = trio.run(check_practice, chapter, place.directory, None, None, None, False)
+    seen = observe(place.directory, chapter, exercise, checks)
+    if as_json:
+        click.echo(json.dumps({"command": "redlight", "chapter": chapter.name,
+                               "directory": str(place.directory.absolute()), **seen.to_json()}, indent=2))
     else:
-        output.say(f"Applied red light {exercise.id} ({exercise.title}) to {files}.")
-        output.say(f"Predict which test fails and how, then run `{place.command('test')}`")
-        output.say(f"Restore afterwards: `{place.command('redlight', '--id', exercise.id, '--revert')}`")
+        output.say(seen.line(restore_hint), fg="green" if seen.ok or seen.done else None)
+    sys.exit(0 if seen.ok else 1)
 
 
 def register(group: click.Group) -> None:

@@ -42,9 +42,7 @@ def next_step(
     seen = redlights.seen(chapter) if redlights is not None else []
     if seen and not last.ok:
         redlight = seen[0]
-        applied = redlights is not None and redlight.id in redlights.applied
-        undo = f" ({command('redlight', '--id', redlight.id, '--revert')} takes the patch off)" if applied else ""
-        return f"restore your code{undo}, then run {command('test')}: green again completes {redlight.id}"
+        return f"restore your code, then run {command('test')}: green again completes {redlight.id}"
     for check in last.checks:
         if check.kind == "lab" and not check.ok and check.lab is not None and chapter.mode == "observe":
             # The learner writes predictions, not code: the way on is the lesson's reasoning, not an edit.
@@ -65,9 +63,10 @@ def next_step(
         return f"every lab at once: {command(runner)}"
     pending = redlights.pending(chapter) if redlights is not None else (chapter.redlights[0] if chapter.redlights else None)
     if pending is not None:
-        # `course redlight` is not offered here: its patch fits the target's lines, rarely the learner's own.
-        return (f"the red-light exercise {pending.id} {pending.title}: break your code as the lesson says, "
-                f"then run {command('test')} while it is broken")
+        # `course redlight` changes no code: it says what to break by hand and watches for the failure.
+        return (f"the red-light exercise {pending.id} {pending.title}: {command('redlight')} says what to break "
+                f"by hand and watches for the failure (or break it as the lesson says and run {command('test')} "
+                "while it is broken)")
     if following is not None:
         practice = suggest("practice", following.nn, *following_dir_words)
         return f"chapter {chapter.nn} is done; on to chapter {following.nn}: `{practice}`"

@@ -6,23 +6,23 @@ output shows its fragment) is *seen*; a green run after that makes it *done*.
 The state lives in the practice dir's `.course/redlights.json`, beside the
 last verdict, never under checkpoints/.
 
-`apply` and `revert` put the exercise's patch on the learner's own code and
-take it off again. The patch was written against the target, so it fits
-only where the learner's lines match the target's; when it does not fit,
-nothing is changed and the learner breaks the code by hand, as the lesson says.
+The learner breaks the code by hand, as the exercise's `by_hand` says:
+the patches under redlight/ were written against the target and fit only
+the target's lines, so they are the authors' proof (`course checkpoint`),
+never applied to a practice dir. `course redlight` (course.redlight_loop)
+says what to break and watches for the failure; `start` notes the exercise
+it was asked about, so that failure counts even without a green run before.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from pathlib import Path
 
 from attrs import frozen
 
 from course.catalog import Chapter, RedLight
-from course.errors import CourseError, UsageError
+from course.errors import UsageError
 from course.progress import read_state, write_state
 from course.results import FAILED, RunResult
 
@@ -33,7 +33,8 @@ DONE = "done"
 
 @frozen
 class RedLightState:
-    """Per exercise id: "seen" (broken as predicted, not yet green again) or "done"; patches applied;
+    """Per exercise id: "seen" (broken as predicted, not yet green again) or "done"; the exercises
+    `course redlight` was asked about (`applied`, the name from when it applied patches);
     and whether the last whole-chapter run was green (`course test --lab` runs leave that as it is)."""
 
     chapter: str
@@ -71,14 +72,23 @@ def _write(directory: Path, state: RedLightState) -> None:
 
 def recognised(chapter: Chapter, run: RunResult) -> RedLight | None:
     """The red-light exercise this run shows: its test failed, showing its documented fragment."""
-    for redlight in chapter.redlights:
-        case = run.case(redlight.test)
-        if case is None or case.outcome not in (FAILED, "error"):
-            continue
-        text = "\n".join((case.message, case.details))
-        if redlight.fragment in text or redlight.fragment in run.output:
-            return redlight
-    return None
+    return next((redlight for redlight in chapter.redlights if shows(redlight, run)), None)
+
+
+def shows(redlight: RedLight, run: RunResult) -> bool:
+    """Whether the run shows this exercise: its test failed, showing its documented fragment."""
+    case = run.case(redlight.test)
+    if case is None or case.outcome not in (FAILED, "error"):
+        return False
+    return redlight.fragment in "\n".join((case.message, case.details)) or redlight.fragment in run.output
+
+
+def start(directory: Path, chapter: Chapter, redlight: RedLight) -> None:
+    """Note that `course redlight` was asked about this exercise (kept under the key "applied", as before)."""
+    state = read(directory, chapter)
+    if redlight.id in state.applied:
+        return
+    _write(directory, RedLightState(chapter.name, dict(state.states), (*state.applied, redlight.id), state.green))
 
 
 @frozen
@@ -97,8 +107,7 @@ def record(directory: Path, chapter: Chapter, run: RunResult | None, green: bool
     A failure is taken for an exercise only when it can be one: the code was
     green before (the last whole-chapter run before this one passed, however
     many `--lab` runs came in between; `was_green` says so for a record kept
-    before the state held it), the exercise's patch was applied with `course
-    redlight`, or it was already seen. A learner still writing lab 2.2 whose
+    before the state held it), `course redlight` was asked about it, or it was already seen. A learner still writing lab 2.2 whose
     code fails the way 2.R2 documents has not broken anything on purpose, and
     is not told to "restore" it.
 
@@ -147,50 +156,3 @@ def find(chapter: Chapter, exercise_id: str) -> RedLight:
             return redlight
     choices = ", ".join(r.id for r in chapter.redlights) or "(none)"
     raise UsageError(f"chapter {chapter.name} has no red-light exercise {exercise_id!r}; its exercises are: {choices}")
-
-
-def _git_apply(directory: Path, patch: Path, *flags: str) -> subprocess.CompletedProcess[str]:
-    """`git apply` of PATCH's paths below DIRECTORY, whether or not it still holds its `.git`.
-
-    Without one, git would look for a repository above it (a checkout that
-    holds practice/), read the paths as that repository's, skip them as
-    outside the directory, and report success; the ceiling keeps git in it.
-    """
-    return subprocess.run(
-        ["git", "apply", "--whitespace=nowarn", *flags, str(patch.resolve())],
-        cwd=directory,
-        capture_output=True,
-        text=True,
-        check=False,
-        env={**os.environ, "GIT_CEILING_DIRECTORIES": str(directory.resolve().parent)},
-    )
-
-
-def apply(directory: Path, chapter: Chapter, redlight: RedLight, revert: bool = False) -> list[str]:
-    """Put the exercise's patch on (or take it off) the learner's code; the files it changed.
-
-    `git apply --check` first: a patch that does not fit changes nothing.
-    """
-    patch = chapter.root / redlight.patch
-    flags = ("-R",) if revert else ()
-    state = read(directory, chapter)
-    checked = _git_apply(directory, patch, "--check", *flags)
-    if checked.returncode != 0:
-        problem = (checked.stderr.strip().splitlines() or ["git apply failed"])[-1]
-        if revert:
-            raise CourseError(
-                f"red light {redlight.id}'s change is not in your code as the patch made it ({problem}); "
-                "nothing was changed. `git diff` in your practice dir shows what differs from your last commit."
-            )
-        raise CourseError(
-            f"red light {redlight.id}'s patch does not fit your code ({problem}): it was written against "
-            f"the target's lines. Nothing was changed; break your code by hand: {redlight.by_hand_instruction()}"
-        )
-    done = _git_apply(directory, patch, *flags)
-    if done.returncode != 0:
-        raise CourseError(f"git apply failed in {directory}: {done.stderr.strip()}")
-    applied = [a for a in state.applied if a != redlight.id] + ([] if revert else [redlight.id])
-    _write(directory, RedLightState(chapter.name, dict(state.states), tuple(applied), state.green))
-    files = [line[4:].split("\t")[0].removeprefix("b/") for line in patch.read_text(encoding="utf-8").splitlines()
-             if line.startswith("+++ ") and not line.startswith("+++ /dev/null")]
-    return files

@@ -6,7 +6,9 @@ read) and tables. Piped into a file, a pager or grep, the Markdown source is
 the most useful plain text there is, so it goes out as it is written. A
 `<details>` block (a lesson's answer key, or the answer to a prediction) folds on a web page; rich would print
 it open, and so would `course show | less`, so it is folded by hand, in a
-terminal and in a pipe alike, until the learner asks for it. NO_COLOR
+terminal and in a pipe alike, each fold numbered, and the learner opens one
+at a time (`course show NN --answer N`): opening every fold at once would
+answer the predictions still ahead, the red-light exercises' among them. NO_COLOR
 (https://no-color.org) turns colour off everywhere: rich honours it itself,
 and `colour_setting()` gives click the same answer.
 """
@@ -16,7 +18,9 @@ from __future__ import annotations
 import os
 import re
 import sys
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Callable, TextIO
+
+from attrs import frozen
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -48,14 +52,44 @@ def lesson_console(stream: TextIO | None = None) -> "Console":
 DETAILS = re.compile(r"^<details>\s*(?:<summary>(.*?)</summary>[ \t]*\n)?(.*?)^</details>[ \t]*$", re.M | re.S)
 
 
-def fold_details(text: str, how_to_open: str) -> str:
-    """Each `<details>` block as one line naming it and how to open it; `how_to_open` is a command."""
+HEADING = re.compile(r"^#{1,6} +(.+?)\s*$", re.M)
+
+
+@frozen
+class Fold:
+    """One `<details>` block of a lesson: its number (from 1, in reading order), summary, section and body."""
+
+    number: int
+    summary: str
+    section: str
+    body: str
+
+
+def folds(text: str) -> list[Fold]:
+    """Every `<details>` block, each with the heading of the section it stands in."""
+    found = []
+    for number, match in enumerate(DETAILS.finditer(text), start=1):
+        headings = HEADING.findall(text, 0, match.start())
+        found.append(Fold(number, match.group(1) or "Details", headings[-1] if headings else "", match.group(2)))
+    return found
+
+
+def fold_details(text: str, how_to_open: Callable[[int], str]) -> str:
+    """Each `<details>` block as one line naming it and how to open it; `how_to_open(n)` is fold n's command."""
+    count = iter(range(1, 1_000_000))
 
     def folded(match: re.Match[str]) -> str:
         summary = match.group(1) or "Details"
-        return f"> **{summary}**: folded. `{how_to_open}` shows it."
+        number = next(count)
+        return f"> **{summary}** (fold {number}): folded. `{how_to_open(number)}` shows it."
 
     return DETAILS.sub(folded, text)
+
+
+def fold_text(fold: Fold) -> str:
+    """One fold on its own, as Markdown: where it stands in the lesson, its summary, its body."""
+    where = f"## {fold.section}\n\n" if fold.section else ""
+    return f"{where}**{fold.summary}** (fold {fold.number})\n\n{fold.body.strip()}\n"
 
 
 def open_details(text: str) -> str:
@@ -69,7 +103,8 @@ def open_details(text: str) -> str:
 
 
 def show_lesson(
-    text: str, pager: bool | None = None, stream: TextIO | None = None, how_to_open: str | None = None
+    text: str, pager: bool | None = None, stream: TextIO | None = None,
+    how_to_open: Callable[[int], str] | None = None,
 ) -> None:
     """Render `text` for a terminal, or write its Markdown when the output is not one.
 

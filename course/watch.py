@@ -475,3 +475,47 @@ class WatchSession:
 def _first_leaf(group: BaseExceptionGroup) -> BaseException:
     first = group.exceptions[0]
     return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first
+
+
+# A red-light exercise's watch (`course redlight`) -----------------------------------
+
+
+class RedLightWatch(WatchSession):
+    """`course redlight` without --check: the same watching, runs and saved verdicts as `course watch`,
+    but one line per run about one exercise (course.redlight_loop), and the watch ends by itself
+    once the exercise is done: its failure seen, then the focused tests green again."""
+
+    def __init__(self, chapter: Chapter, directory: Path, exercise: Any, restore_hint: str, **options: Any) -> None:
+        super().__init__(chapter, None, directory, once=False, **options)
+        self.exercise = exercise
+        self.restore_hint = restore_hint
+        self.seen = False
+        self.finished_now = False
+
+    async def _run(self, changed: tuple[str, ...] | None) -> None:
+        from course.redlight_loop import SEEN, observe, stamped
+
+        try:
+            with progress("Running the focused tests", enabled=self.clear is not None, limit=self.chapter.time_limit):
+                checks = await check_practice(self.chapter, self.directory, None, self.pool, full_reports=False)
+        except OSError as error:
+            self.echo(f"Could not run the tests in {self.directory}: {error}")
+            return
+        seen = observe(self.directory, self.chapter, self.exercise, checks, seen_before=self.seen)
+        self.runs += 1
+        self.last_ok = seen.ok
+        self.seen = self.seen or seen.state == SEEN
+        self.finished_now = seen.done
+        cause = "" if changed is None else " (saved " + ", ".join(changed[:3]) + (" ..." if len(changed) > 3 else "") + ")"
+        self.echo(stamped(seen.line(self.restore_hint)) + cause)
+
+    async def handle(self, changed: tuple[str, ...] | None) -> bool:
+        if changed is None:
+            await self._run(None)
+        else:
+            await self._run(changed)
+        if self.finished_now:
+            return False
+        if changed is None:
+            self.echo(f"Watching {self.directory} {self.mode.describe(self.poll_ms) if self.mode else ''} (Ctrl-C stops).")
+        return True

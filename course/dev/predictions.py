@@ -4,8 +4,8 @@ A prediction asks the learner to commit before seeing: it works only if the
 answer is not on the same screen. A lesson marks a prediction prompt with a
 paragraph (or a quote) that opens with **Predict in bold (`**Predict first.**`,
 `**Predict:**`, `**Prediction 2: ...**`), and folds its answer the way an answer
-key is folded: in a `<details>` block (`course show` folds it until
-`--answers`; LEARNING.md holds no lesson text). The check reads the lesson's
+key is folded: in a `<details>` block (`course show` folds it, and
+`--answer N` opens one fold at a time; LEARNING.md holds no lesson text). The check reads the lesson's
 lines: after a prompt, the next `<details>` block opens before any `# output`
 block (a shown run is an answer) and with at most one heading between the two
 (the answer is in the prompt's section or the one right after it), and
