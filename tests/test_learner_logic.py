@@ -145,17 +145,18 @@ def test_one_next_step_rule_carries_the_dir_and_follows_the_red_light_exercise()
     assert next_step(CHAPTER, green, none).startswith("the red-light exercise 1.R1 Minus")
     seen = RedLightState(CHAPTER.name, {"1.R1": "seen"}, ("1.R1",))
     broken = next_step(CHAPTER, _last(None, False, {"1.1": False, "1.2": False}), seen)
-    assert broken.startswith("restore your code (`course redlight 01 --id 1.R1 --revert` takes the patch off)")
+    assert broken.startswith("restore your code, then run `course test 01`: green again completes 1.R1")
     done = RedLightState(CHAPTER.name, {"1.R1": "done"})
     assert next_step(CHAPTER, green, done) == (
         "chapter 01 is done, the last chapter of the course (`course status` shows any left open)")
 
 
-def test_the_red_light_step_asks_for_a_course_run_while_broken_and_offers_no_patch() -> None:
+def test_the_red_light_step_offers_the_watch_for_a_break_by_hand_and_no_patch() -> None:
     green = _last(None, True, {"1.1": True, "1.2": True})
     step = next_step(CHAPTER, green, RedLightState(CHAPTER.name, {}))
-    assert step.endswith("break your code as the lesson says, then run `course test 01` while it is broken")
-    assert "course redlight" not in step, "the patch fits the target's lines, rarely the learner's"
+    assert step == ("the red-light exercise 1.R1 Minus: `course redlight 01` says what to break by hand and watches "
+                    "for the failure (or break it as the lesson says and run `course test 01` while it is broken)")
+    assert "--revert" not in step and "patch" not in step, "a patch fits the target's lines, never the learner's"
 
 
 def test_the_next_chapter_goes_beside_a_practice_dir_made_elsewhere(tmp_path: Path, monkeypatch) -> None:

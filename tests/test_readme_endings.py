@@ -319,7 +319,7 @@ def test_every_kind_of_file_the_verdict_does_not_use_is_named_and_none_changes_i
     assert restored.returncode == 0 and (directory / "pytest.ini").is_file(), restored.stdout + restored.stderr
 
 
-def test_redlight_refuses_an_unknown_exercise_and_a_revert_with_nothing_to_take_off(
+def test_redlight_refuses_an_unknown_exercise_and_the_retired_revert(
         mini_course: Path, tmp_path: Path) -> None:
     """Exit 2 and one line each; neither changes the learner's code."""
     directory = made_practice(mini_course, "1", tmp_path / "p")
@@ -331,8 +331,8 @@ def test_redlight_refuses_an_unknown_exercise_and_a_revert_with_nothing_to_take_
         "course: chapter 01-adder has no red-light exercise '9.R9'; its exercises are: 1.R1\n"), unknown
     revert = mini(mini_course, "redlight", "1", str(directory), "--revert")
     assert revert.returncode == 2 and len(revert.stderr.splitlines()) == 1, revert
-    assert "red light 1.R1's change is not in your code as the patch made it" in revert.stderr
-    assert "nothing was changed" in revert.stderr
+    assert revert.stderr.startswith("course: course redlight no longer changes your code"), revert.stderr
+    assert "put your lines back by hand" in revert.stderr
     assert adder.read_bytes() == before
 
 

@@ -13,9 +13,12 @@ COLOUR = re.compile(r"\x1b\[(?:[0-9;]*;)?(?:3[0-7]|9[0-7]|4[0-7]|10[0-7]|38;|48;
 
 
 def test_show_is_plain_markdown_when_piped(mini_course: Path) -> None:
-    result = mini(mini_course, "show", "1", "--answers")
+    result = mini(mini_course, "show", "1")
     assert result.returncode == 0
-    assert result.stdout == (mini_course / LESSON).read_text()
+    lesson = (mini_course / LESSON).read_text()
+    start, end = lesson.index("<details>"), lesson.index("</details>") + len("</details>")
+    folded = "> **Answer key** (fold 1): folded. `course show 01 --answer 1` shows it."
+    assert result.stdout == lesson[:start] + folded + lesson[end:], "as written, but for the fold"
 
 
 def test_show_renders_the_lesson_in_a_terminal(mini_course: Path) -> None:
@@ -39,15 +42,15 @@ def test_the_answer_key_is_folded_in_a_terminal_until_asked_for(mini_course: Pat
     plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", run_in_pty(mini_course, "show", "1", "--no-pager"))
     assert "What does add(2, 3) return?" in plain
     assert "Five, the sum." not in plain and "<details>" not in plain
-    assert "Answer key: folded. course show 01 --answers shows it." in plain
-    opened = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", run_in_pty(mini_course, "show", "1", "--answers", "--no-pager"))
+    assert "Answer key (fold 1): folded. course show 01 --answer 1 shows it." in plain
+    opened = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", run_in_pty(mini_course, "show", "1", "--answer", "1", "--no-pager"))
     assert "Answer key" in opened and "Five, the sum." in opened and "<summary>" not in opened
     piped = mini(mini_course, "show", "1")
     assert "What does `add(2, 3)` return?" in piped.stdout and "## Adding" in piped.stdout, "piped, it is Markdown"
     assert "Five, the sum." not in piped.stdout, "`course show | less` must not open the answer key"
-    assert "> **Answer key**: folded. `course show 01 --answers` shows it." in piped.stdout
-    opened = mini(mini_course, "show", "1", "--answers")
-    assert "<details>" in opened.stdout and "Five, the sum." in opened.stdout, "--answers: the Markdown as written"
+    assert "> **Answer key** (fold 1): folded. `course show 01 --answer 1` shows it." in piped.stdout
+    opened = mini(mini_course, "show", "1", "--answer", "1")
+    assert opened.stdout == "## Acceptance questions\n\n**Answer key** (fold 1)\n\n1. Five, the sum.\n", opened.stdout
 
 
 
@@ -61,11 +64,44 @@ def test_a_predictions_answer_is_folded_like_an_answer_key(mini_course: Path) ->
     piped = mini(mini_course, "show", "1")
     assert "**Predict first.** What does `add(10, 20)` give?" in piped.stdout
     assert "Thirty, of course." not in piped.stdout and "<details>" not in piped.stdout
-    assert ("> **The answer (open after your prediction)**: folded. `course show 01 --answers` shows it."
+    assert ("> **The answer (open after your prediction)** (fold 1): folded. `course show 01 --answer 1` shows it."
             in piped.stdout)
-    assert "> **Answer key**: folded." in piped.stdout, "the answer key after it is folded on its own"
-    opened = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", run_in_pty(mini_course, "show", "1", "--answers", "--no-pager"))
+    assert "> **Answer key** (fold 2): folded." in piped.stdout, "the answer key after it is folded on its own"
+    opened = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", run_in_pty(mini_course, "show", "1", "--answer", "1", "--no-pager"))
     assert "Thirty, of course." in opened and "<summary>" not in opened
+    assert "Five, the sum." not in opened, "opening one fold leaves the others folded"
+
+
+def test_folds_open_one_at_a_time_and_are_listed_without_a_number(mini_course: Path) -> None:
+    lesson = mini_course / LESSON
+    lesson.write_text(lesson.read_text().replace(
+        "| Call | Result |",
+        "**Predict first.** What does `add(10, 20)` give?\n"
+        "<details><summary>The answer (open after your prediction)</summary>\n\nThirty, of course.\n</details>\n\n"
+        "| Call | Result |"))
+    listed = mini(mini_course, "show", "1", "--answer")
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert lines[0] == "The folds of chapter 01's lesson; open one with `course show 01 --answer N`:"
+    assert [line.split("  (in:")[0].strip() for line in lines[1:]] == [
+        "1  The answer (open after your prediction)", "2  Answer key"]
+    assert "Thirty" not in listed.stdout and "Five" not in listed.stdout, "a listing opens nothing"
+    second = mini(mini_course, "show", "1", "--answer", "2")
+    assert "Five, the sum." in second.stdout and "Thirty" not in second.stdout
+
+
+def test_the_old_answers_flag_and_a_bad_fold_are_one_line_and_exit_2(mini_course: Path) -> None:
+    old = mini(mini_course, "show", "1", "--answers")
+    assert old.returncode == 2 and old.stdout == "", old
+    assert old.stderr == ("course: --answers is gone: it opened every fold at once, the answers to predictions still "
+                          "ahead among them; open one with `course show 01 --answer N` (`course show 01 --answer` "
+                          "lists them)\n")
+    for bad in ("9", "0", "x", " 1x"):
+        wrong = mini(mini_course, "show", "1", "--answer", bad)
+        assert wrong.returncode == 2 and len(wrong.stderr.splitlines()) == 1 and "Traceback" not in wrong.stderr, wrong
+        assert wrong.stderr.startswith(f"course: chapter 01-adder's lesson has no fold {bad!r}: its folds are numbered 1 to 1")
+    dash = mini(mini_course, "show", "1", "--answer", "-1")  # click reads it as an option: one line all the same
+    assert dash.returncode == 2 and dash.stderr == "course show: No such option '-1'. (see 'course show --help')\n"
 
 
 def test_every_lesson_folds_its_predictions_and_learning_md_holds_no_answer() -> None:
