@@ -284,8 +284,9 @@ def test_unknown_chapter_on_the_real_course_lists_the_valid_ones(tmp_path: Path)
 
 @pytest.mark.parametrize("nn", CHAPTERS)
 def test_every_red_light_says_how_to_break_it_by_hand(nn: str) -> None:
-    """`course redlight` fits only code written like the target's; each red light also says, in
-    chapter.toml's by_hand, what to change in the learner's own code and what to run then."""
+    """The learner breaks the code by hand (no patch of the target's fits a learner's lines), so each
+    red light says, in chapter.toml's by_hand, what to change in the learner's own code and what to
+    run then; `course redlight` prints exactly that before it watches."""
     chapter = CHAPTERS[nn]
     for redlight in chapter.redlights:
         assert redlight.by_hand.strip(), f"{redlight.id} has no by_hand instruction"

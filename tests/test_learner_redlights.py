@@ -148,3 +148,37 @@ def test_without_by_hand_the_instruction_names_the_exercise_and_the_lesson(mini_
     result = check(mini_course, directory)
     assert result.stdout.endswith("Break it by hand: Minus, as the lesson's red-light exercise 1.R1 says.\n")
     assert f"- **1.R1 Minus** - the lesson says what to change by hand" in (directory / "LEARNING.md").read_text()
+
+
+def test_a_real_chapter_whose_patch_does_not_fit_the_learners_lines(tmp_path: Path) -> None:
+    """Chapter 02, 2.R1: the learner's push has a comment where the target's has its docstring, so
+    the exercise's patch cannot apply; the break made by hand is seen all the same, and the restore."""
+    from conftest import REPO, course
+
+    directory = tmp_path / "02"
+    made = course("practice", "02", str(directory))
+    assert made.returncode == 0, made.stdout + made.stderr
+    target = (REPO / "checkpoints/02-event-stream/target/tiny_pi/event_stream.py").read_text()
+    docstring = ('        """Deliver one event; after the stream is done, do nothing.\n\n'
+                 '        Synchronous on purpose: a producer never waits for its consumer.\n        """\n')
+    guard = "        if self._done:\n            return\n"
+    mine = target.replace(docstring, "        # mine: push never waits\n")
+    assert mine != target and f"# mine: push never waits\n{guard}" in mine
+    stream = directory / "tiny_pi/event_stream.py"
+    stream.write_text(mine)
+    patch = REPO / "checkpoints/02-event-stream/redlight/second-fact.patch"
+    fits = subprocess.run(["git", "apply", "--check", str(patch)], cwd=directory, capture_output=True, text=True)
+    assert fits.returncode != 0, "the target's patch does not fit the learner's lines"
+
+    green = course("redlight", "--check", cwd=directory)
+    assert green.returncode == 1 and green.stdout.startswith("Not broken yet: your code is green"), green.stdout
+    assert "Remove the check at the top of your push" in green.stdout, "chapter.toml's by_hand, word for word"
+    stream.write_text(mine.replace(f"# mine: push never waits\n{guard}", "# mine: push never waits\n"))
+    seen = course("redlight", "--check", "--id", "2.R1", cwd=directory)
+    assert seen.returncode == 0, seen.stdout + seen.stderr
+    assert seen.stdout.startswith("Red light 2.R1 seen, as the lesson predicted: "
+                                  "tests/test_02_event_stream.py::test_no_second_fact_after_terminal_event failed")
+    stream.write_text(mine)
+    restored = course("redlight", "--check", "--id", "2.R1", cwd=directory)
+    assert restored.returncode == 1
+    assert restored.stdout.startswith("Red light 2.R1 done: it failed as predicted, and your code is green again")
