@@ -181,8 +181,21 @@ def render_learning(chapter: Chapter, made: str | None = None) -> str:
         "Inside this directory every `course` command knows its chapter: `course test`,",
         "`course watch`, `course hint`, `course diff`, `course status`.",
         "",
+        *not_installed_lines(made),
+        "",
     ]
     return "\n".join(parts)
+
+
+def not_installed_lines(made: str | None) -> list[str]:
+    """How to run this dir's `tiny_pi` from another folder: it is not installed, only on sys.path here."""
+    where = shlex.quote(made) if made is not None else "DIR"
+    return [
+        "`tiny_pi` is not installed: the lesson's commands and snippets find it because they run in",
+        "this directory (the current one is on Python's path). From any other folder, put this",
+        f"directory on `PYTHONPATH` first: `PYTHONPATH={where} python -m tiny_pi.MODULE ...`",
+        "(without it Python stops at once: `No module named 'tiny_pi'`).",
+    ]
 
 
 def render_chapter_list(chapters: Sequence[Chapter]) -> str:

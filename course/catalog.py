@@ -174,6 +174,13 @@ class Chapter:
     lesson_files: tuple[str, ...] = key(
         "Files target changes that the learner copies rather than writes.", default=(), relative_paths=True
     )
+    left_behind: tuple[str, ...] = key(
+        "Files of this chapter (teaching, starter or lesson files, focused tests) that stay with it when it is "
+        "done: its target keeps them, no later snapshot holds them (the next parent drops them), and later "
+        "chapters run none of the focused tests named here.",
+        default=(),
+        relative_paths=True,
+    )
     pytest_plugins: tuple[str, ...] = key("pytest plugins a run loads with -p (plugin autoload is off).", default=())
     warm_imports: tuple[str, ...] = key(
         'Heavy libraries the tests import (like "hypothesis"): a run host imports them once instead of once per run '
@@ -267,6 +274,10 @@ class Catalog:
 
     def earlier(self, chapter: Chapter) -> tuple[Chapter, ...]:
         return tuple(c for c in self.chapters if c.number < chapter.number)
+
+    def left_before(self, chapter: Chapter) -> dict[str, Chapter]:
+        """Files that left the lineage before CHAPTER, each with the chapter that left it behind."""
+        return {name: c for c in self.earlier(chapter) for name in c.left_behind}
 
     def previous(self, chapter: Chapter) -> Chapter | None:
         earlier = self.earlier(chapter)
@@ -377,11 +388,25 @@ def _check_files(path: Path, chapter: Chapter) -> None:
         ("focused_tests", chapter.parent, chapter.focused_tests),
         ("starter_files", chapter.parent, chapter.starter_files),
         ("lesson_files", chapter.target, chapter.lesson_files),
+        ("left_behind", chapter.target, chapter.left_behind),
     ]
     for key, snapshot, names in checks:
         for name in names:
             if not (snapshot / name).is_file():
                 raise ChapterError(f"{path}: key '{key}': {snapshot.name}/{name} does not exist")
+    owned = {*chapter.teaching_files, *chapter.starter_files, *chapter.lesson_files, *chapter.focused_tests}
+    for name in chapter.left_behind:
+        if name not in owned:
+            raise ChapterError(
+                f"{path}: key 'left_behind': {name} is not the chapter's own (teaching_files, starter_files, "
+                "lesson_files or focused_tests): a chapter leaves behind only what it brought"
+            )
+    leaving = [name for name in chapter.focused_tests if name in chapter.left_behind]
+    if leaving and len(leaving) != len(chapter.focused_tests):
+        raise ChapterError(
+            f"{path}: key 'left_behind': names some focused tests but not all ({', '.join(leaving)}): "
+            "later chapters run all of a chapter's tests or none"
+        )
     for index, redlight in enumerate(chapter.redlights):
         if not (chapter.root / redlight.patch).is_file():
             raise ChapterError(

@@ -45,11 +45,25 @@ def differing_files(left: Path, right: Path) -> list[str]:
 
 
 def lineage_problems(catalog: Catalog, chapter: Chapter) -> list[str]:
-    """What breaks the chain previous target -> parent -> target, one line per file."""
+    """What breaks the chain previous target -> parent -> target, one line per file.
+
+    A file an earlier chapter leaves behind (its `left_behind`) is gone from
+    every later snapshot: the parent that follows drops it, and no later
+    snapshot may hold it again.
+    """
     problems = []
+    gone = catalog.left_before(chapter)
+    for side in (chapter.parent, chapter.target):
+        for name in sorted(gone):
+            if (side / name).exists() or (side / name).is_symlink():
+                owner = gone[name]
+                problems.append(
+                    f"{name} is in {chapter.name}/{side.name}, but {owner.name} leaves it behind "
+                    f"(left_behind in its chapter.toml): only {owner.name}'s snapshots may hold it"
+                )
     previous = catalog.previous(chapter)
     if previous is not None:
-        allowed = set(chapter.focused_tests) | set(chapter.starter_files)
+        allowed = set(chapter.focused_tests) | set(chapter.starter_files) | set(previous.left_behind)
         for name in differing_files(previous.target, chapter.parent):
             if name not in allowed:
                 problems.append(

@@ -14,6 +14,7 @@ three-way merge (`git merge-file`), so a later chapter's own edits to the
 same file survive. A red-light patch whose target moved under it is merged
 the same way and rewritten, since a patch that no longer applies is as
 broken as a snapshot that lost the fix.
+A file a chapter leaves behind (`left_behind`) is carried no further than it.
 
 Nothing is written until every merge of the whole chain has succeeded in
 memory: at the first conflict the carry stops, names the file and the
@@ -240,8 +241,12 @@ def plan_carry(before: Files, after: Files, source: Snapshot, chain: list[Snapsh
     patches = []
     if source.side == "target":
         patches += rebased_patches(source.chapter, before, after)
-    label = source.label
+    label, previous = source.label, source.chapter
     for snapshot in chain:
+        if snapshot.chapter.number != previous.number:  # a file the last chapter leaves behind goes no further
+            before = {name: data for name, data in before.items() if name not in previous.left_behind}
+            after = {name: data for name, data in after.items() if name not in previous.left_behind}
+            previous = snapshot.chapter
         current = read_snapshot(snapshot.path)
         step = carry_step(before, after, snapshot, current, label)
         updated = _updated(current, step)

@@ -44,6 +44,7 @@ class Plan:
     mode: str
     teaching_files: tuple[str, ...]
     previous_target: Path | None
+    left_behind: tuple[str, ...] = ()  # what the previous chapter leaves behind: not copied
 
     @property
     def nn(self) -> str:
@@ -88,7 +89,8 @@ def plan_chapter(
         if path.startswith("/") or ".." in Path(path).parts or not path.strip():
             raise UsageError(f"teaching file {path!r} must be a relative path inside a snapshot")
     previous = catalog.chapters[-1].target if catalog.chapters else None
-    return Plan(number, slug, title, summary, mode, teaching_files, previous)
+    left = catalog.chapters[-1].left_behind if catalog.chapters else ()
+    return Plan(number, slug, title, summary, mode, teaching_files, previous, left)
 
 
 def render_chapter_toml(plan: Plan) -> str:
@@ -228,6 +230,8 @@ def build_chapter(plan: Plan, directory: Path) -> None:
         snapshot = directory / side
         if plan.previous_target is not None:
             copy_snapshot(plan.previous_target, snapshot)
+            for name in plan.left_behind:
+                (snapshot / name).unlink(missing_ok=True)
         else:
             (snapshot / "tiny_pi").mkdir(parents=True)
             (snapshot / "pytest.ini").write_text(FRESH_PYTEST_INI, encoding="utf-8")
