@@ -78,8 +78,8 @@ def _is(value: object, kind: str) -> bool:
     return isinstance(value, python)
 
 
-def workflow_steps(text: str) -> tuple[dict[str, str], list[str], str]:
-    """The workflow's env, its `run:` lines in order and the Points step's command.
+def workflow_steps(text: str) -> tuple[dict[str, str], list[str], list[str]]:
+    """The workflow's env, its `run:` lines in order and the Points steps' commands (one per lab).
 
     A tiny reader for the one-line style the workflow keeps (PyYAML is no
     dependency); a workflow that leaves that style fails here, by name.
@@ -89,9 +89,9 @@ def workflow_steps(text: str) -> tuple[dict[str, str], list[str], str]:
     env = {key: _unquote(value) for key, value in re.findall(r"^  ([A-Z_]+): (.+)$", env_block.group(1), re.M)}
     runs = [_unquote(line) for line in re.findall(r"^\s+run: (.+)$", text, re.M)]
     commands = re.findall(r"^\s+command: (.+)$", text, re.M)
-    assert len(commands) == 1, "one Points step with one command"
+    assert commands, "at least one Points step"
     assert not re.search(r"^\s+run: [|>]", text, re.M), "every run: is one line"
-    return env, runs, commands[0]
+    return env, runs, commands
 
 
 def _unquote(value: str) -> str:
@@ -112,7 +112,8 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def run_workflow(site: Path, directory: Path, tmp_path: Path, **override: str) -> list[subprocess.CompletedProcess[str]]:
-    """Each step of the workflow in DIRECTORY as Actions runs it (bash -eo pipefail), until one fails."""
+    """Each step of the workflow in DIRECTORY as Actions runs it (bash -eo pipefail), until one fails;
+    the Points steps (one per lab) all run once the verdict is there, as the grader runs each."""
     env, runs, points = workflow_steps(WORKFLOW.read_text())
     install, *steps = runs
     assert install == 'python -m pip install "$COURSE_SPEC"' and env["COURSE_SPEC"].startswith("git+https://")
@@ -121,13 +122,22 @@ def run_workflow(site: Path, directory: Path, tmp_path: Path, **override: str) -
     full.update(PATH=f"{site / 'bin'}{os.pathsep}{os.environ['PATH']}", PYTHONPATH=str(site),
                 XDG_STATE_HOME=str(tmp_path / "state"), HOME=str(tmp_path / "home"))
     done = []
-    for line in [*steps, points]:
-        step = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", line], cwd=directory,
-                              env=full, capture_output=True, text=True, timeout=300)
-        done.append(step)
-        if step.returncode != 0:
-            break
-    return done
+    for line in steps:
+        done.append(_bash(line, directory, full))
+        if done[-1].returncode != 0:
+            return done
+    return done + [_bash(line, directory, full) for line in points]
+
+
+def _bash(line: str, directory: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", line], cwd=directory,
+                          env=env, capture_output=True, text=True, timeout=300)
+
+
+def points_of(steps: list[subprocess.CompletedProcess[str]]) -> int:
+    """The score the reporter hands Classroom: each lab's max-score when its step passed."""
+    scores = [int(score) for score in re.findall(r"^\s+max-score: (\d+)$", WORKFLOW.read_text(), re.M)]
+    return sum(score for score, step in zip(scores, steps, strict=True) if step.returncode == 0)
 
 
 def chapter_of_the_workflow() -> str:
@@ -140,26 +150,62 @@ def test_a_green_practice_dir_gets_a_valid_verdict_and_the_points(installed: Pat
     for name in chapter.teaching_files:
         (directory / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(chapter.target / name, directory / name)
-    verdict, points = run_workflow(installed, directory, tmp_path)
+    verdict, *points = run_workflow(installed, directory, tmp_path)
     assert verdict.returncode == 0, verdict.stderr
     document = json.loads((directory / "course-test.json").read_text())
     validate(document, SCHEMA)
     assert document["ok"] is True and document["chapter"] == chapter.name
     assert Path(document["directory"]) == directory.resolve()
     assert [check["lab"] for check in document["checks"] if check["kind"] == "lab"] == [lab.id for lab in chapter.labs]
-    assert points.returncode == 0, points.stderr
+    assert all(step.returncode == 0 for step in points), [step.stderr for step in points]
+    assert points_of(points) == 10 * len(chapter.labs)
 
 
 def test_a_red_practice_dir_is_a_verdict_without_the_points(installed: Path, tmp_path: Path) -> None:
     """Exit 1 (not green) is a verdict: the verdict step passes, the Points step does not."""
     chapter = load_catalog(REPO).resolve(chapter_of_the_workflow())
     directory = made_practice(REPO, chapter.nn, tmp_path / "learner")
-    verdict, points = run_workflow(installed, directory, tmp_path)
+    verdict, *points = run_workflow(installed, directory, tmp_path)
     assert verdict.returncode == 0, verdict.stderr
     document = json.loads((directory / "course-test.json").read_text())
     validate(document, SCHEMA)
     assert document["ok"] is False and document["passed_checks"] < document["total_checks"]
-    assert points.returncode == 1
+    assert [step.returncode for step in points] == [1] * len(chapter.labs)
+    assert points_of(points) == 0
+
+
+def test_the_workflow_grades_exactly_the_labs_of_its_chapter() -> None:
+    """One Points step per lab, in chapter.toml's order: a lab added or renamed fails here."""
+    chapter = load_catalog(REPO).resolve(chapter_of_the_workflow())
+    _, _, commands = workflow_steps(WORKFLOW.read_text())
+    named = [re.search(r"c\['lab'\] == '([^']+)'", command).group(1) for command in commands]  # type: ignore[union-attr]
+    assert named == [lab.id for lab in chapter.labs]
+    text = WORKFLOW.read_text()
+    assert re.findall(r"^\s+max-score: (\d+)$", text, re.M) == ["10"] * len(chapter.labs)
+    ids = re.findall(r"^\s+id: (lab\d+)$", text, re.M)
+    assert re.search(r"^\s+runners: (.+)$", text, re.M).group(1) == ",".join(ids)  # type: ignore[union-attr]
+    for step in ids:
+        assert f'{step.upper()}_RESULTS: "${{{{steps.{step}.outputs.result}}}}"' in text
+
+
+def test_a_half_finished_practice_dir_gets_the_points_of_its_green_labs(installed: Path, tmp_path: Path) -> None:
+    """Chapter 03 with every teaching file written but the starter's transcript.py: labs 3.1 and
+    3.2 are green, lab 3.3 is not, so the grade is 20 of 30, not all or nothing."""
+    chapter = load_catalog(REPO).resolve(chapter_of_the_workflow())
+    directory = made_practice(REPO, chapter.nn, tmp_path / "learner")
+    for name in chapter.teaching_files:
+        if name != "tiny_pi/messages/transcript.py":
+            (directory / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(chapter.target / name, directory / name)
+    verdict, *points = run_workflow(installed, directory, tmp_path)
+    assert verdict.returncode == 0, verdict.stderr
+    document = json.loads((directory / "course-test.json").read_text())
+    validate(document, SCHEMA)
+    assert document["ok"] is False
+    assert [(check["lab"], check["ok"]) for check in document["checks"] if check["kind"] == "lab"] == \
+        [("3.1", True), ("3.2", True), ("3.3", False)]
+    assert [step.returncode for step in points] == [0, 0, 1]
+    assert points_of(points) == 20
 
 
 def test_a_wrong_chapter_stops_the_grading_instead_of_scoring_zero(installed: Path, tmp_path: Path) -> None:
