@@ -100,7 +100,8 @@ class Lab:
         when it is part of the test's name, ignoring case.
         """
         if self.select is not None:
-            name = node_id.rpartition("::")[2].lower()
+            base = node_id.partition("[")[0]  # a parameter id may hold "::" of its own
+            name = (base.rpartition("::")[2] + node_id[len(base):]).lower()
             return any(word in name for word in self.select_words)
         return any(node_id == node or node_id.startswith((node + "::", node + "[")) for node in self.nodes)
 

@@ -68,7 +68,7 @@ class TestCase:
 
     @property
     def node_id(self) -> str:
-        return f"{self.file}::{self.name.replace('.', '::')}" if self.name else self.file
+        return f"{self.file}::{_swap_outside_params(self.name, '.', '::')}" if self.name else self.file
 
     def phases(self) -> str:
         """How the phases went, when one besides the body failed: "passed, then an error in teardown"."""
@@ -309,7 +309,7 @@ class Reports:
             cases.append(
                 TestCase(
                     file=file,
-                    name=name.replace("::", "."),
+                    name=_swap_outside_params(name, "::", "."),
                     outcome=self.outcome(node),
                     message=printable(self.messages.get(node, "")),
                     details=printable(self.texts.get(node, "")),
@@ -319,6 +319,13 @@ class Reports:
                 )
             )
         return tuple(cases)
+
+
+def _swap_outside_params(name: str, old: str, new: str) -> str:
+    """`Class::test[id]` <-> `Class.test[id]`: the parameter id is pytest's text and stays as it is
+    (an id like `"jsonrpc": "2.0"` has dots of its own)."""
+    base, bracket, params = name.partition("[")
+    return base.replace(old, new) + bracket + params
 
 
 def _counted(outcome: object, xfail: bool) -> str:

@@ -137,7 +137,8 @@ class ShownOnly:
 
     def _in_lab(self, nodeid: str) -> bool:
         # The course's Lab.selects, on the data the course sent (course/runspec.py).
-        name = nodeid.rpartition("::")[2].lower()
+        base = nodeid.partition("[")[0]  # a parameter id may hold "::" of its own
+        name = (base.rpartition("::")[2] + nodeid[len(base):]).lower()
         return any(word in name for word in self._words) or any(
             nodeid == node or nodeid.startswith((node + "::", node + "[")) for node in self._nodes
         )

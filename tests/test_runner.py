@@ -21,6 +21,7 @@ from course.runner import (
     COLLECTION_ERROR, CONFIG_ERROR, CRASHED, FAILED, MEMORY, NO_TESTS, NOT_RUN, PASSED, SKIPPED, TIMEOUT,
     RunPool, RunSpec, run_environment,
 )
+from course.catalog import Lab
 from course.results import XFAILED
 from hostile_helpers import alive, kill_pid_file
 from course.run_env import bytecode_cache
@@ -74,6 +75,27 @@ def test_counts_come_from_the_reports_of_each_test(tmp_path: Path, run) -> None:
     assert (result.passed, result.failed) == (2, 1)
     assert result.case("tests/test_x.py::TestGroup::test_three").outcome == PASSED
     assert "assert 1 == 2" in result.case("tests/test_x.py::test_two").message
+
+
+def test_a_parameter_id_with_dots_or_colons_keeps_its_test_name(tmp_path: Path, run) -> None:
+    # A lab selects by the name after the last "::": an id like "2.0" must not become "2::0".
+    snap = snapshot(tmp_path / "s", """
+        import pytest
+        @pytest.mark.parametrize("value", ['"jsonrpc": "2.0"', "a::b"])
+        def test_p(value): pass
+        class TestGroup:
+            @pytest.mark.parametrize("value", ["1.5"])
+            def test_q(self, value): pass
+    """)
+    result = run(snap)
+    assert result.passed == 3
+    assert [case.node_id for case in result.tests] == [
+        'tests/test_x.py::test_p["jsonrpc": "2.0"]', "tests/test_x.py::test_p[a::b]",
+        "tests/test_x.py::TestGroup::test_q[1.5]",
+    ]
+    assert [case.name for case in result.tests] == ['test_p["jsonrpc": "2.0"]', "test_p[a::b]", "TestGroup.test_q[1.5]"]
+    lab = Lab(id="1.1", title="t", select="test_p or test_q", expected_passed=3)
+    assert all(lab.selects(case.node_id) for case in result.tests)
 
 
 def test_skipped_and_xfailed_tests_never_count_as_passed(tmp_path: Path, run) -> None:
