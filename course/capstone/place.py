@@ -15,6 +15,7 @@ from pathlib import Path
 
 from attrs import frozen
 
+from course.capstone.frozen import ENTRY
 from course.catalog import Catalog, Chapter
 from course.errors import UsageError
 from course.locate import DefaultDir, chapter_of, enclosing_practice_dir, is_practice_dir, shown, suggest
@@ -47,6 +48,9 @@ def examined(catalog: Catalog, typed: str | None, default_dir: DefaultDir) -> Ex
     if chapter.number < FIRST_CHAPTER:
         raise UsageError(f"{label} is a chapter {chapter.nn} practice dir; the capstone examines an agent of "
                          f"chapter 07 or later (`{suggest('practice', '07')}`)")
+    if not (directory / ENTRY).is_file():
+        raise UsageError(f"{label} has no {ENTRY.as_posix()}: the capstone runs `python -m tiny_pi.agent` "
+                         "from a practice dir's tiny_pi/ package")
     return Examined(directory, label, chapter)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Mapping, Sequence
 
+import trio
 from attrs import field, frozen
 
 from course.capstone.bench import Bench
@@ -96,10 +97,19 @@ def outcome(case_codes: Sequence[Codes], family: Family) -> FamilyResult:
     return FamilyResult(family.name, family.chapter, passed, len(case_codes), tuple(codes))
 
 
-def one_by_one(check: Callable[[Any, Bench], Awaitable[Sequence[str]]]) -> Examine:
-    """An `examine` that runs each case in turn through `check`."""
+def each_case(check: Callable[[Any, Bench], Awaitable[Sequence[str]]]) -> Examine:
+    """An `examine` that runs every case through `check`, side by side: the cases of a family are
+    independent, and the bench's limiter bounds how many learner commands run at once."""
 
     async def examine(cases: Sequence[Any], bench: Bench) -> list[Codes]:
-        return [tuple(await check(case, bench)) for case in cases]
+        found: list[Codes] = [()] * len(cases)
+
+        async def one(index: int, case: Any) -> None:
+            found[index] = tuple(await check(case, bench))
+
+        async with trio.open_nursery() as nursery:
+            for index, case in enumerate(cases):
+                nursery.start_soon(one, index, case)
+        return found
 
     return examine

@@ -19,7 +19,7 @@ from attrs import frozen
 from course.capstone.bench import Bench, agent_args
 from course.capstone.families.common import ending
 from course.capstone.model_server import Answer, Call, answered, calls_made, results
-from course.capstone.records import Family, one_by_one
+from course.capstone.records import Family, each_case
 from course.capstone.seeds import Draw
 
 CALLS, THROWS = "calls", "throws"
@@ -87,5 +87,5 @@ async def check(case: CodemodeCase, bench: Bench) -> list[str]:
 FAMILY = Family(
     name="codemode", chapter=16,
     invariant="a codemode script calls deferred tools and its calls live inside its one result; a throw is a result",
-    codes=CODES, cases=cases, examine=one_by_one(check),
+    codes=CODES, cases=cases, examine=each_case(check),
 )

@@ -24,7 +24,7 @@ from attrs import frozen
 from course.capstone.bench import Bench, agent_args
 from course.capstone.families.common import ending
 from course.capstone.model_server import Answer, content_text, messages
-from course.capstone.records import Family, one_by_one
+from course.capstone.records import Family, each_case
 from course.capstone.seeds import Draw
 
 IN_ONE_RUN, RESUMED = "in-one-run", "resumed"
@@ -146,5 +146,5 @@ async def check(case: CompactionCase, bench: Bench) -> list[str]:
 FAMILY = Family(
     name="compaction", chapter=11,
     invariant="a history past --context-window minus --reserve-tokens is compacted: every request keeps the budget",
-    codes=CODES, cases=cases, examine=one_by_one(check),
+    codes=CODES, cases=cases, examine=each_case(check),
 )

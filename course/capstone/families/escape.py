@@ -1,7 +1,8 @@
 """Escape (chapters 07-08): nothing outside the root reaches the model, or is written there.
 
-Beside the root lies a folder the agent must never reach: a file whose text
-is a secret, and a file whose name is one. The root holds symlinks into that
+Beside the root lies a folder the agent must never reach (its name starts
+with the root's: a prefix check of strings lets it through), holding a file
+whose text is a secret, and a file whose name is one. The root holds symlinks into that
 folder (a file and a folder, under random names) and a symlink that stays
 inside. Each case asks, in one turn, for a mix of calls that climb out
 (`../` at random depths, absolute paths, symlinks; reads, listings, writes
@@ -22,7 +23,7 @@ from attrs import frozen
 from course.capstone.bench import Bench, agent_args
 from course.capstone.families.common import ending, listing, write_files
 from course.capstone.model_server import Answer, Call, answered
-from course.capstone.records import Family, one_by_one
+from course.capstone.records import Family, each_case
 from course.capstone.seeds import Draw
 
 DOTDOT, SYMLINK, WRITE = "dotdot", "symlink", "write"
@@ -66,9 +67,11 @@ class EscapeCase:
 
 
 def layout(draw: Draw) -> Layout:
+    """A world whose outside folder is the root's sibling and starts with the root's name: `kelp`, `kelp-vorn`."""
     hidden = draw.token().lower()
+    root = draw.word()
     return Layout(
-        root=draw.word(), outside=f"{draw.word()}-{draw.word(3, 5)}", secret_file=draw.file_name(),
+        root=root, outside=f"{root}{draw.choice('-_.')}{draw.word(3, 5)}", secret_file=draw.file_name(),
         secret=draw.token(), plain=draw.word(), hidden_file=f"{hidden}.txt", link_file=draw.file_name(), link_folder=draw.word(),
         folder=draw.word(), inside_file=draw.file_name(), inside_secret=draw.token(), inside_link=draw.file_name(),
     )
@@ -173,5 +176,5 @@ def inside_worked(case: EscapeCase, root: Path, requests: list[dict[str, Any]]) 
 FAMILY = Family(
     name="escape", chapter=8,
     invariant="a path that leaves the root (`..`, absolute, a symlink) is refused; one that stays inside works",
-    codes=CODES, cases=cases, examine=one_by_one(check),
+    codes=CODES, cases=cases, examine=each_case(check),
 )

@@ -20,7 +20,7 @@ from course.capstone.bench import Bench, agent_args
 from course.capstone.families.common import ending
 from course.capstone.model_server import Answer, Call, answered
 from course.capstone.processes import POLL, marked
-from course.capstone.records import Family, one_by_one
+from course.capstone.records import Family, each_case
 from course.capstone.seeds import Draw
 
 BACKGROUND, SIGNALLED = "background", "signalled"
@@ -85,5 +85,5 @@ async def check(case: LeftoversCase, bench: Bench) -> list[str]:
 FAMILY = Family(
     name="leftovers", chapter=8,
     invariant="nothing the agent started runs on after it exits, whether it ended or was stopped",
-    codes=CODES, cases=cases, examine=one_by_one(check),
+    codes=CODES, cases=cases, examine=each_case(check),
 )

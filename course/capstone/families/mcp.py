@@ -27,7 +27,7 @@ from attrs import frozen
 from course.capstone.bench import Bench, agent_args
 from course.capstone.families.common import ending
 from course.capstone.model_server import Answer, Call, answered, declared
-from course.capstone.records import Family, one_by_one
+from course.capstone.records import Family, each_case
 from course.capstone.seeds import Draw
 
 FIXTURE = Path(__file__).resolve().parent.parent / "mcp_fixture.py"
@@ -125,5 +125,5 @@ async def check(case: McpCase, bench: Bench) -> list[str]:
 FAMILY = Family(
     name="mcp", chapter=17,
     invariant="an MCP server's tools are named by chapter 17's rule, found, called, and the server ends with the agent",
-    codes=CODES, cases=cases, examine=one_by_one(check),
+    codes=CODES, cases=cases, examine=each_case(check),
 )

@@ -17,7 +17,7 @@ from attrs import frozen
 from course.capstone.bench import Bench, agent_args
 from course.capstone.families.common import ending, write_files
 from course.capstone.model_server import Answer, Call, calls_made, results
-from course.capstone.records import Family, one_by_one
+from course.capstone.records import Family, each_case
 from course.capstone.seeds import Draw
 
 CODES = {
@@ -108,5 +108,5 @@ def pairing_codes(request: dict[str, Any], called: list[str], expected: dict[str
 FAMILY = Family(
     name="pairing", chapter=7,
     invariant="a tool call always gets exactly one result, its own",
-    codes=CODES, cases=cases, examine=one_by_one(check),
+    codes=CODES, cases=cases, examine=each_case(check),
 )

@@ -19,7 +19,7 @@ from attrs import frozen
 from course.capstone.bench import Bench
 from course.capstone.families.common import ending, write_files
 from course.capstone.model_server import Answer, Call, last_user_text, messages
-from course.capstone.records import Family, one_by_one
+from course.capstone.records import Family, each_case
 from course.capstone.seeds import Draw
 
 CODES = {
@@ -124,5 +124,5 @@ def counts(text: str) -> tuple[int, int, int] | None:
 FAMILY = Family(
     name="redaction", chapter=14,
     invariant="python -m tiny_pi.eval's shareable report counts the tasks and holds none of their secrets",
-    codes=CODES, cases=cases, examine=one_by_one(check),
+    codes=CODES, cases=cases, examine=each_case(check),
 )

@@ -19,7 +19,7 @@ from attrs import frozen
 from course.capstone.bench import Bench, agent_args
 from course.capstone.families.common import ending, write_files
 from course.capstone.model_server import Answer, Call, answered, declared
-from course.capstone.records import Family, one_by_one
+from course.capstone.records import Family, each_case
 from course.capstone.seeds import Draw
 
 FOUND, GATE, REOPENED = "found", "gate", "reopened"
@@ -119,5 +119,5 @@ async def reopened(case: SearchCase, bench: Bench, root: Path, folder: Path, fla
 FAMILY = Family(
     name="search", chapter=15,
     invariant="a deferred tool is declared, and callable, only after tool_search found it (also in a resumed session)",
-    codes=CODES, cases=cases, examine=one_by_one(check),
+    codes=CODES, cases=cases, examine=each_case(check),
 )

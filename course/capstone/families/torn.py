@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import trio
 from attrs import frozen
 
 from course.capstone.bench import Bench, agent_args
@@ -105,7 +106,15 @@ async def examine(found: list[TornCase], bench: Bench) -> list[Codes]:
     lines = session.read_bytes().splitlines(keepends=True) if session.is_file() else []
     if ending(finished) or len(lines) < MIN_LINES or not lines[-1].endswith(b"\n"):
         return [("E-TORN-NO-SESSION",)] * len(case.damages)
-    return [tuple(await refused(damage, lines, folder, bench)) for damage in case.damages]
+    found: list[Codes] = [()] * len(case.damages)
+
+    async def one(index: int, damage: Damage) -> None:
+        found[index] = tuple(await refused(damage, lines, folder, bench))
+
+    async with trio.open_nursery() as nursery:
+        for index, damage in enumerate(case.damages):
+            nursery.start_soon(one, index, damage)
+    return found
 
 
 async def refused(damage: Damage, lines: list[bytes], folder: Path, bench: Bench) -> list[str]:
