@@ -319,3 +319,11 @@ def test_the_schema_names_every_family_and_code_the_capstone_has() -> None:
     assert sorted(SCHEMA["$defs"]["code"]["enum"]) == sorted(meanings())
     for code in meanings():
         assert re.fullmatch(r"E-[A-Z]+(-[A-Z]+)*", code), code
+
+
+def test_the_classroom_page_names_every_family_and_code() -> None:
+    page = (REPO / "docs" / "classroom.md").read_text(encoding="utf-8")
+    for family in FAMILIES:
+        assert f"| `{family.name}` | {family.chapter:02d} |" in page, family.name
+    for code in meanings():
+        assert f"`{code}`" in page, code
