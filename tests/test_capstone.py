@@ -95,7 +95,8 @@ def test_the_workflow_grades_the_capstone_of_a_finished_agent(tmp_path: Path) ->
         if family.written:
             assert shown["ok"] and shown["passed"] == shown["total"] >= 1 and shown["codes"] == [], shown
         else:
-            assert shown["reason"] == f"not examined: needs chapter {family.chapter:02d}" and not shown["examined"]
+            assert shown["reason"].startswith(f"not examined: needs chapter {family.chapter:02d}"), shown
+            assert not shown["examined"]
     assert report["examined_families"] == report["passed_families"] == len(WRITTEN)
     points = _bash(commands[-1], directory, env)
     assert points.returncode == 0, points.stderr
