@@ -104,6 +104,26 @@ def test_the_workflow_grades_the_capstone_of_a_finished_agent(tmp_path: Path) ->
     assert tree_hash(directory) == before, "the capstone wrote in the directory it examined"
 
 
+def test_each_family_passes_the_target_of_the_chapter_it_names() -> None:
+    """A family's chapter is the first whose agent has all it uses: that chapter's own target passes it.
+    (The last chapter's families run on its target in the Classroom test above.)"""
+    reports: dict[str, CapstoneReport] = {}
+    earlier = [family for family in WRITTEN if family.chapter < LAST.number]
+
+    async def each(family) -> None:  # type: ignore[no-untyped-def]
+        chapter = next(chapter for chapter in CATALOG.chapters if chapter.number == family.chapter)
+        reports[family.name] = await run_capstone(chapter.target, chapter.number, chapter.name, SEED, [family])
+
+    async def every() -> None:
+        async with trio.open_nursery() as nursery:
+            for family in earlier:
+                nursery.start_soon(each, family)
+
+    trio.run(every)
+    for family in earlier:
+        assert reports[family.name].ok, reports[family.name].families
+
+
 # Each seeded defect, caught by its code ----------------------------------------------------------
 
 DEFECTS = [

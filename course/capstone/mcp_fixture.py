@@ -4,9 +4,12 @@
 
 SPEC.json names the tools (a list of {"name", "description", "answer"})
 and the page size of tools/list; each tool answers its own `answer`, a
-space and the `text` it was given. MARK is only there to be seen on the
-command line: the capstone looks for a server still running after the
-agent exited. The server ends when its input ends, as stdio servers do.
+space and the `text` it was given. Once its imports are done (the slow
+part of its start) it creates SPEC.ready beside SPEC.json, so the
+capstone's model can wait for it before it asks for a search. MARK is only
+there to be seen on the command line: the capstone looks for a server
+still running after the agent exited. The server ends when its input
+ends, as stdio servers do.
 It imports nothing of the course (the agent starts it as a command of its
 own), and `-P` keeps this folder's modules off its path.
 """
@@ -49,6 +52,7 @@ def build(spec: dict) -> Server:
 def main(arguments: list[str]) -> None:
     with open(arguments[0], encoding="utf-8") as stream:
         server = build(json.load(stream))
+    open(arguments[0].removesuffix(".json") + ".ready", "w").close()
 
     async def serve() -> None:
         async with stdio_server() as (read, write):

@@ -11,9 +11,10 @@ model, whether something from outside the root did.
 
 from __future__ import annotations
 
+import inspect
 import json
 from functools import partial
-from typing import Any, Callable, Sequence
+from typing import Any, Awaitable, Callable, Sequence
 
 import trio
 from attrs import field, frozen
@@ -49,7 +50,9 @@ class Answer:
     completion_tokens: int = 5
 
 
-Reply = Callable[[dict[str, Any], int], Answer]
+# A reply is a function of the request and the number of requests before it; it may be async
+# (a model that takes its time: the mcp family answers once its MCP server is up).
+Reply = Callable[[dict[str, Any], int], "Answer | Awaitable[Answer]"]
 
 
 def chunk(delta: dict[str, Any] | None = None, finish_reason: str | None = None) -> dict[str, Any]:
@@ -116,6 +119,8 @@ class ScriptedServer:
             self.requests.append(document)
             self.bodies.append(body)
             answer = self.reply(document, number)
+            if inspect.isawaitable(answer):
+                answer = await answer
             await stream.send_all(HEAD)
             for payload in chunks(answer):
                 await send_chunk(stream, b"data: " + json.dumps(payload).encode() + b"\n\n")

@@ -24,7 +24,7 @@ from course.capstone.frozen import freeze
 from course.capstone.processes import can_sweep
 from course.capstone.records import FROZEN_CHANGED, CapstoneReport, Family, FamilyResult, outcome
 from course.capstone.seeds import Draw
-from course.catalog import chapter_name, chapter_nn
+from course.catalog import chapter_nn
 from course.run_env import bytecode_cache
 
 NOT_WRITTEN = "not examined: needs chapter {nn} (its cases are not written yet)"
@@ -82,5 +82,3 @@ async def examine_family(family: Family, draw: Draw, bench: Bench, results: dict
     cases = family.cases(draw)
     results[family.name] = outcome(await family.examine(cases, bench), family)
 
-
-__all__ = ["run_capstone", "not_examined", "chapter_name"]
