@@ -9,11 +9,12 @@ passed). A family whose chapter is not written yet has neither.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Mapping, Sequence
 
 import trio
-from attrs import field, frozen
+from attrs import field, frozen, validators
 
 from course.capstone.bench import Bench
 from course.capstone.seeds import Draw
@@ -32,16 +33,30 @@ Codes = tuple[str, ...]
 Examine = Callable[[Sequence[Any], Bench], Awaitable[Sequence[Codes]]]
 
 
+CODE = re.compile(r"E-[A-Z]+(-[A-Z]+)*")
+
+
+def _codes(family: Any, attribute: Any, codes: Mapping[str, str]) -> None:
+    wrong = [code for code in codes if not CODE.fullmatch(code) or code in COMMON_CODES or code in RUN_CODES]
+    if wrong:
+        raise ValueError(f"family {family.name}: {wrong[0]!r} is no code of its own (E-WORD-WORD, not a common one)")
+
+
+def _written_whole(family: Any, attribute: Any, examine: Any) -> None:
+    if (family.cases is None) != (examine is None):
+        raise ValueError(f"family {family.name}: cases and examine come together, or neither (not written yet)")
+
+
 @frozen
 class Family:
     """One invariant, examined by cases drawn afresh at every run."""
 
-    name: str
-    chapter: int
+    name: str = field(validator=validators.matches_re(r"[a-z]+"))
+    chapter: int = field(validator=validators.ge(7))  # chapter 07 brings `python -m tiny_pi.agent`
     invariant: str  # one sentence: what every case of the family checks
-    codes: Mapping[str, str] = field(factory=dict)  # its own codes and what each means
+    codes: Mapping[str, str] = field(factory=dict, validator=_codes)  # its own codes and what each means
     cases: Callable[[Draw], Sequence[Any]] | None = None  # None: not written yet
-    examine: Examine | None = None
+    examine: Examine | None = field(default=None, validator=_written_whole)
 
     @property
     def written(self) -> bool:
