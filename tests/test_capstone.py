@@ -348,3 +348,16 @@ def test_the_classroom_page_names_every_family_and_code() -> None:
         assert f"| `{family.name}` | {family.chapter:02d} |" in page, family.name
     for code in meanings():
         assert f"`{code}`" in page, code
+
+
+def test_a_finished_course_offers_the_capstone_as_its_next_step(tmp_path: Path) -> None:
+    from course.progress import CheckVerdict, LastTest
+    from course.redlights import RedLightState
+    from course.status import ChapterProgress, StatusReport
+
+    green = LastTest(chapter=LAST.name, lab=None, ok=True, when="",
+                     checks=tuple(CheckVerdict("lab", lab.id, lab.title, True) for lab in LAST.labs))
+    done = RedLightState(LAST.name, {redlight.id: "done" for redlight in LAST.redlights})
+    step = StatusReport((ChapterProgress(LAST, tmp_path, True, green, done),)).next_step()
+    assert step == "the course is complete: all 1 chapters are green, their red lights done; " \
+                   "the final exam of your agent: `course capstone`", step
