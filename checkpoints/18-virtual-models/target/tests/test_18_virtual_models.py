@@ -532,7 +532,6 @@ def test_fallback_reason_is_none_for_an_abort_or_an_answer():
 
 
 def fallback_catalog(windows=(None, None), say=None):
-    catalog, _, _ = two_models()
     catalog = ModelCatalog()
     for name, window in zip(["fast", "smart"], windows):
         catalog.add_physical(name, ScriptedModel([]), window)
