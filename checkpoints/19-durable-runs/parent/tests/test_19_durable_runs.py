@@ -249,8 +249,10 @@ def test_line_writes_become_visible_only_after_the_store_has_them(tmp_path):
         async with trio.open_nursery() as nursery:
             nursery.start_soon(session.commit, lambda tx: tx.put("entries", "e0", {"n": 0}))
             await trio.testing.wait_all_tasks_blocked()
-            assert session.get("entries", "e0") is None  # asked for, not stored: nobody may see it
-            store.gate.set()
+            try:
+                assert session.get("entries", "e0") is None  # asked for, not stored: nobody may see it
+            finally:
+                store.gate.set()  # a failed check must not leave the commit waiting in its thread
         assert store.visible_while_storing == [[False]]
         assert session.get("entries", "e0") == {"n": 0}
         assert peek(tmp_path / "run.db") == ({"entries": {"e0": {"n": 0}}, "tasks": {}}, 1)
@@ -295,8 +297,10 @@ def test_line_concurrent_commits_run_one_after_another_and_each_reads_the_last(t
             for _ in range(5):
                 nursery.start_soon(session.commit, add_one)
             await trio.testing.wait_all_tasks_blocked()
-            assert seen == [0]  # the others wait in line: their changes have not run
-            store.gate.set()
+            try:
+                assert seen == [0]  # the others wait in line: their changes have not run
+            finally:
+                store.gate.set()
         assert seen == [0, 1, 2, 3, 4]
         assert session.get("entries", "counter") == {"n": 5}
         assert peek(tmp_path / "run.db")[1] == 5
@@ -691,7 +695,7 @@ def test_crash_the_agent_killed_at_every_commit_of_a_tool_round_trip_finishes_wi
             clean.mkdir()
             await agent(server, clean, "Run it.", check=True)
             commits = peek(clean / "run.db")[1]
-            assert commits == 12 and conversation_problems(clean / "run.db") == []
+            assert conversation_problems(clean / "run.db") == []
             limit = trio.CapacityLimiter(3)
 
             async def one(number):
@@ -703,6 +707,7 @@ def test_crash_the_agent_killed_at_every_commit_of_a_tool_round_trip_finishes_wi
                     crashes.start_soon(one, number)
             nursery.cancel_scope.cancel()
         assert sorted(problems) == []
+        assert commits == 12  # the round trip of the lesson's commit log
 
     run(main)
 
