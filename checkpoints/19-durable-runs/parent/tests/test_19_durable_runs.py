@@ -46,9 +46,9 @@ PROJECT = Path(__file__).resolve().parent.parent
 ECHO_PARAMETERS = {"type": "object", "properties": {"value": {"type": "string"}}, "required": ["value"]}
 
 
-def run(main):
+def run(main, limit=TIME_LIMIT):
     async def guarded():
-        with trio.fail_after(TIME_LIMIT):
+        with trio.fail_after(limit):
             return await main()
 
     return trio.run(guarded)
@@ -544,6 +544,20 @@ def test_tool_a_round_runs_its_calls_together_and_asks_the_model_once(tmp_path):
     run(main)
 
 
+def test_tool_a_round_at_the_turn_limit_asks_the_model_no_more(tmp_path):
+    async def main():
+        model = ScriptedModel([calling("x"), assistant_message([text("never asked")])])
+        durable = await DurableRun.open(SqliteStore.open(tmp_path / "run.db"), model,
+                                        ToolRegistry([echo_tool([])]), max_turns=1)
+        await durable.prompt("go")
+        await durable.run()
+        assert [(task.kind, task.status) for task in durable.tasks()] == [("generation", COMPLETED), ("tool", COMPLETED)]
+        assert [message.role for message in durable.messages()] == ["user", "assistant", "toolResult"]
+        assert len(model.requests) == 1
+
+    run(main)
+
+
 def test_tool_a_call_that_cannot_run_still_gets_its_one_result(tmp_path):
     async def main():
         reply = assistant_message([ToolCall("c1", "missing", {})], "toolUse")
@@ -638,9 +652,30 @@ def round_trip(command):
     return reply
 
 
+def environment(root):
+    """No proxy, no key, no kill point; a marker that every process the agent starts inherits."""
+    env = {key: value for key, value in os.environ.items()
+           if "proxy" not in key.lower() and key not in ("TINY_PI_API_KEY", "TINY_PI_KILL_AT_COMMIT")}
+    env["TINY_PI_TEST_MARKER"] = str(root)
+    return env
+
+
+def processes_with(marker):
+    """The pids whose environment holds `marker`: what the agent started and left running."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                if marker.encode() in (entry / "environ").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                pass
+    return found
+
+
 async def agent(server, root, *extra, kill_at=None, check=False):
     """`python -m tiny_pi.agent --durable root/run.db` against `server`; its CompletedProcess."""
-    env = {key: value for key, value in os.environ.items() if key != "TINY_PI_KILL_AT_COMMIT"}
+    env = environment(root)
     if kill_at is not None:
         env["TINY_PI_KILL_AT_COMMIT"] = str(kill_at)
     command = [sys.executable, "-m", "tiny_pi.agent", "--base-url", server.base_url, "--model", "m",
@@ -709,7 +744,7 @@ def test_crash_the_agent_killed_at_every_commit_of_a_tool_round_trip_finishes_wi
         assert sorted(problems) == []
         assert commits == 12  # the round trip of the lesson's commit log
 
-    run(main)
+    run(main, limit=10 * TIME_LIMIT)  # 25 processes: a loaded machine may take minutes
 
 
 def test_agent_durable_killed_in_the_middle_of_a_tool_call_finishes_on_restart(tmp_path):
@@ -734,6 +769,34 @@ def test_agent_durable_killed_in_the_middle_of_a_tool_call_finishes_on_restart(t
     assert "e2 toolResult bash (interrupted): Tool 'bash' was interrupted and may have partially run" in shown.stdout
     assert "t1 tool failed (interrupted): call call_1 of e1" in shown.stdout
     assert "e3 assistant: Done." in shown.stdout.splitlines()
+
+
+def test_agent_durable_stopped_by_ctrl_c_keeps_the_run_for_the_next_start(tmp_path):
+    """SIGINT mid-tool stops the run where it is (exit 130), bash and all; a restart finishes it."""
+
+    async def main():
+        async with trio.open_nursery() as nursery:
+            server = await LoopbackServer(round_trip(f"echo ran >> {EFFECTS}; kill -INT $PPID; sleep 30")).start(nursery)
+            stopped = await agent(server, tmp_path, "Run it.")
+            assert stopped.returncode == 130, stopped.stderr
+            assert b"keeps the run: start again to finish it" in stopped.stderr
+            again = await agent(server, tmp_path)
+            assert again.returncode == 0, again.stderr
+            nursery.cancel_scope.cancel()
+
+    run(main)
+    assert (tmp_path / EFFECTS).read_text() == "ran\n"
+    assert conversation_problems(tmp_path / "run.db") == []
+    assert processes_with(str(tmp_path)) == []  # the bash of the stopped run ended with it
+
+
+def test_agent_durable_with_session_is_refused_in_one_usage_line(tmp_path):
+    command = [sys.executable, "-m", "tiny_pi.agent", "--base-url", "http://127.0.0.1:9/v1", "--model", "m",
+               "--durable", str(tmp_path / "run.db"), "--session", str(tmp_path / "s.jsonl"), "hi"]
+    done = subprocess.run(command, cwd=PROJECT, capture_output=True, text=True, timeout=TIME_LIMIT)
+    assert done.returncode == 2
+    assert "--durable and --session both keep the conversation: give one of them" in done.stderr
+    assert not (tmp_path / "run.db").exists() and not (tmp_path / "s.jsonl").exists()
 
 
 @pytest.mark.parametrize("kind", ["directory", "text"])

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from signal import SIGINT
 from typing import Iterator
 
 import trio
@@ -61,6 +62,8 @@ def run_durable(args: argparse.Namespace, model: ToolUsingModel, registry: ToolR
     prompts = read_prompts(args.prompt, sys.stdin) if args.prompt is not None or not sys.stdin.isatty() else iter(())
     try:
         status = trio.run(serve, store, model, registry, system_prompt, args.max_turns, prompts, received)
+    except KeyboardInterrupt:  # a Ctrl-C before the run could listen: nothing was running yet
+        received.append(SIGINT)
     finally:
         store.close()
     if received:
@@ -77,7 +80,7 @@ async def serve(
     printer = TerminalPrinter(sys.stdout)
     status = 0
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(stop_on_signal, received, nursery.cancel_scope)
+        await nursery.start(stop_on_signal, received, nursery.cancel_scope)
         run = await DurableRun.open(store, model, registry, replay=LOOKING_TOOLS, system_prompt=system_prompt,
                                     max_turns=max_turns, on_event=printer)
         left = unfinished(run.tasks())
@@ -108,9 +111,12 @@ async def answer(run: DurableRun, printer: TerminalPrinter, store: SqliteStore) 
     return 0 if reason == "stop" else 1
 
 
-async def stop_on_signal(received: list[int], scope: trio.CancelScope) -> None:
+async def stop_on_signal(
+    received: list[int], scope: trio.CancelScope, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
     """The first stop signal cancels the run where it is: the store keeps it for the next start."""
     with trio.open_signal_receiver(*STOP_SIGNALS) as arrivals:
+        task_status.started()
         async for number in arrivals:
             received.append(number)
             scope.cancel()
