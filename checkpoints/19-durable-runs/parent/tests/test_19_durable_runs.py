@@ -37,7 +37,7 @@ from tiny_pi.durable_tasks import (
     next_pending,
     reopened,
 )
-from tiny_pi.messages import AssistantMessage, ToolCall, ToolResultMessage, UserMessage, assistant_message, text, text_of
+from tiny_pi.messages import ToolCall, ToolResultMessage, assistant_message, text, text_of
 from tiny_pi.scripted_model import ScriptedFailure, ScriptedModel
 from tiny_pi.tools import Tool, ToolRegistry
 

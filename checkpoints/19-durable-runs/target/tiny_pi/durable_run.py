@@ -38,6 +38,7 @@ from tiny_pi.durable_tasks import (
     COMPLETED,
     FAILED,
     GENERATION,
+    PENDING,
     RUNNING,
     SAFE,
     TOOL,
@@ -187,7 +188,7 @@ class DurableRun:
 
     async def run_round(self, first: Task) -> None:
         """The pending tool tasks of `first`'s reply, concurrently; calls on one path run in call order."""
-        tasks = [task for task in self.tasks() if task.kind == TOOL and task.status == "pending"
+        tasks = [task for task in self.tasks() if task.kind == TOOL and task.status == PENDING
                  and task.input["assistant"] == first.input["assistant"]]
         calls = [self.call_of(task) for task in tasks]
 
