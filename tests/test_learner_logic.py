@@ -339,3 +339,28 @@ def test_a_live_tests_quoted_traceback_is_where_the_pointer_and_the_shown_end_co
                for line in lines), lines
     assert lines[-2:] == ["in your code: tiny_pi/adder.py:7: check_stdin()",
                           "  (it surfaced in tiny_pi/older.py:3, code of an earlier chapter)"]
+
+
+def test_a_second_red_light_is_recognised_while_the_first_waits_for_its_green(tmp_path: Path) -> None:
+    """1.R1 seen, restored and checked by a `--lab` run only, then 1.R2 broken: the run shows 1.R2.
+
+    Before: the last whole-chapter run was red (1.R1), so 1.R2's failure was
+    taken for unfinished work, and the learner was told to restore 1.R1.
+    """
+    import attrs
+    from course import redlights
+
+    first = CHAPTER.redlights[0]
+    second = attrs.evolve(first, id="1.R2", fragment="assert 5 == 3")
+    chapter = attrs.evolve(CHAPTER, redlights=(first, second))
+    one = _run("E   assert -1 == 3\ntests/test_01_adder.py:2: AssertionError", "assert -1 == 3")
+    two = _run("E   assert 5 == 3\ntests/test_01_adder.py:2: AssertionError", "assert 5 == 3")
+    assert redlights.record(tmp_path, chapter, one, green=False, full=True, was_green=True).seen == first
+    redlights.record(tmp_path, chapter, None, green=True, full=False)  # the restore, seen by a lab's run only
+    assert redlights.record(tmp_path, chapter, two, green=False, full=True).seen == second
+    state = redlights.read(tmp_path, chapter)
+    assert state.states == {"1.R1": "seen", "1.R2": "seen"}
+    red = LastTest(chapter.name, "/p", False, None, ())
+    assert next_step(chapter, red, state).endswith("green again completes 1.R1 and 1.R2")
+    restored = redlights.record(tmp_path, chapter, None, green=True, full=True)
+    assert [r.id for r in restored.done] == ["1.R1", "1.R2"]
