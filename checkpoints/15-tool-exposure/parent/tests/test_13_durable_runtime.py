@@ -541,6 +541,7 @@ def test_json_tool_events_carry_the_call_id_and_messages_their_saved_form(projec
     with serving() as server:
         done = run_agent(server, project, "--mode", "json", "What is this project called?")
 
+    assert done.returncode == 0, done.stderr  # a listener's error is said there
     events = [json.loads(line) for line in done.stdout.splitlines()]
     start = next(e for e in events if e["type"] == "tool_execution_start")
     end = next(e for e in events if e["type"] == "tool_execution_end")
