@@ -197,7 +197,7 @@ def test_summary_the_tree_shows_a_compaction_entry(tmp_path, capsys):
     assert capsys.readouterr().out.splitlines()[-1] == f"{compaction} compaction: keeps from {first}, was ~457 tokens  <- last"
 
 
-# Lab 11.3: python -m tiny_pi.agent --session FILE --context-window N, over real HTTP.
+# Lab 11.3: python -m tiny_pi.agent --session FILE --context-window N, over real HTTP: compaction before a prompt.
 
 
 def orphan_tool_message(messages):
@@ -309,32 +309,6 @@ def contents(request):
     return [m.get("content") or "" for m in request[1]["messages"]]
 
 
-def test_live_a_run_over_budget_sends_the_summary_while_the_file_keeps_every_message(tmp_path, project, capsys):
-    path = tmp_path / "session.jsonl"
-    summaries, refused = [], []
-    with serving(strict_server(summaries, refused=refused)) as server:
-        statuses = [agent(server, project, path, q) for q in ("First question?", "Second question?", "Third question?")]
-
-    assert refused == []  # a server refuses a tool result whose call was cut away
-    assert statuses == [0, 0, 0]
-    assert len(summaries) == 2  # before the third prompt, and again before its second call
-    assert "First question?" in summaries[0]["messages"][1]["content"]
-    third = next(r for r in server.requests if "tools" in r[1] and "Third question?" in contents(r))
-    sent = contents(third)
-    assert sent[0].startswith(SUMMARY_INTRO) and "- summary 1" in sent[0]
-    assert "First question?" not in sent
-    assert sent[1] == "Second question?"
-    entries = read_session(path).entries
-    assert [text_of(e.message) for e in entries if isinstance(e, MessageEntry) and e.message.role == "user"] == [
-        "First question?", "Second question?", "Third question?",
-    ]
-    compaction = next(e for e in entries if isinstance(e, CompactionEntry))
-    assert compaction.first_kept_id == next(e.id for e in entries if isinstance(e, MessageEntry)
-                                            and text_of(e.message) == "Second question?")
-    before, after = map(int, re.search(r"\[compaction\] ~(\d+) -> ~(\d+) tokens", capsys.readouterr().err).groups())
-    assert before > 441 >= after  # the summary and the kept messages fit within N - R
-
-
 def test_live_a_resumed_run_starts_from_the_latest_compaction(tmp_path, project, capsys):
     path = tmp_path / "session.jsonl"
     summaries = []
@@ -376,6 +350,45 @@ def test_live_the_newest_interaction_alone_over_budget_is_kept_whole_and_said(tm
     assert last[0].startswith(SUMMARY_INTRO) and last[1] == long and last[-1] == README
 
 
+def test_live_a_summary_too_long_to_fit_is_said(tmp_path, project, capsys):
+    path = tmp_path / "session.jsonl"
+    with serving(strict_server([], padding=" and more" * 200)) as server:
+        for question in ("First?", "Second?", "Third?"):
+            assert agent(server, project, path, question) == 0
+
+    err = capsys.readouterr().err
+    assert re.search(r"compaction: the next model call sends ~\d+ tokens, over N - R = 441", err)
+
+
+# Lab 11.4: compaction before every later model call of a run, between its tool round trips.
+
+
+def test_live_a_run_over_budget_sends_the_summary_while_the_file_keeps_every_message(tmp_path, project, capsys):
+    path = tmp_path / "session.jsonl"
+    summaries, refused = [], []
+    with serving(strict_server(summaries, refused=refused)) as server:
+        statuses = [agent(server, project, path, q) for q in ("First question?", "Second question?", "Third question?")]
+
+    assert refused == []  # a server refuses a tool result whose call was cut away
+    assert statuses == [0, 0, 0]
+    assert len(summaries) == 2  # before the third prompt, and again before its second call
+    assert "First question?" in summaries[0]["messages"][1]["content"]
+    third = next(r for r in server.requests if "tools" in r[1] and "Third question?" in contents(r))
+    sent = contents(third)
+    assert sent[0].startswith(SUMMARY_INTRO) and "- summary 1" in sent[0]
+    assert "First question?" not in sent
+    assert sent[1] == "Second question?"
+    entries = read_session(path).entries
+    assert [text_of(e.message) for e in entries if isinstance(e, MessageEntry) and e.message.role == "user"] == [
+        "First question?", "Second question?", "Third question?",
+    ]
+    compaction = next(e for e in entries if isinstance(e, CompactionEntry))
+    assert compaction.first_kept_id == next(e.id for e in entries if isinstance(e, MessageEntry)
+                                            and text_of(e.message) == "Second question?")
+    before, after = map(int, re.search(r"\[compaction\] ~(\d+) -> ~(\d+) tokens", capsys.readouterr().err).groups())
+    assert before > 441 >= after  # the summary and the kept messages fit within N - R
+
+
 def test_live_a_run_is_compacted_between_its_tool_round_trips(tmp_path, project, capsys):
     path = tmp_path / "session.jsonl"
     summaries, refused = [], []
@@ -413,16 +426,6 @@ def test_live_compaction_works_without_a_session(project, monkeypatch, capsys):
     third = next(r for r in server.requests if "tools" in r[1] and "Third question?" in contents(r))
     sent = contents(third)
     assert sent[0].startswith(SUMMARY_INTRO) and sent[1] == "Second question?"
-
-
-def test_live_a_summary_too_long_to_fit_is_said(tmp_path, project, capsys):
-    path = tmp_path / "session.jsonl"
-    with serving(strict_server([], padding=" and more" * 200)) as server:
-        for question in ("First?", "Second?", "Third?"):
-            assert agent(server, project, path, question) == 0
-
-    err = capsys.readouterr().err
-    assert re.search(r"compaction: the next model call sends ~\d+ tokens, over N - R = 441", err)
 
 
 def test_live_a_resumed_conversation_is_brought_within_the_limit_before_its_first_call(tmp_path, project, capsys):

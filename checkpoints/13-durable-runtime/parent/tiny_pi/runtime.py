@@ -13,7 +13,10 @@ Its rules:
 - a prompt given while another runs is queued, and answered in order;
 - an entry is appended only after the agent has produced its message, and a
   system prompt entry only when the prompt differs from the last recorded one;
-- a failed write poisons the runtime: every later prompt fails with that error;
+- a prompt is made valid text first (a byte of argv or stdin that is not
+  UTF-8 arrives as a lone surrogate, which becomes U+FFFD, as in chapter 05);
+- a failed write poisons the runtime: every later prompt fails with that error,
+  whatever failed (the disk, or an entry JSON text cannot hold, like a NaN);
 - `flush` waits until the queue is answered; `dispose` waits for that too,
   closes the log (every entry already on disk) and refuses new prompts.
 """
@@ -116,7 +119,7 @@ class Runtime:
 
     def steer(self, text: str) -> None:
         """Say `text` to the running prompt; with none running, it is queued as a prompt."""
-        raise NotImplementedError("lab 13.1")
+        raise NotImplementedError("lab 13.9")
 
     def abort(self) -> None:
         """Stop the prompt being answered, or the compaction before it; the queued ones still run."""
@@ -145,7 +148,7 @@ class Runtime:
 
     def poison(self, error: Exception) -> None:
         """Remember the first failed write: from now on every prompt fails with it."""
-        raise NotImplementedError("lab 13.1")
+        raise NotImplementedError("lab 13.3")
 
     async def _work(self, receive: trio.MemoryReceiveChannel[str]) -> None:
         """The queue's one consumer: prompts are answered one at a time, in the order given."""
@@ -157,20 +160,11 @@ class Runtime:
 
     def _record_system_prompt(self) -> None:
         """Append a system prompt entry when (and only when) it differs from the last one recorded."""
-        raise NotImplementedError("lab 13.1")
+        raise NotImplementedError("lab 13.2")
 
     async def _compact_before(self, text: str) -> AgentOutcome | None:
         """Compact if `text` would not fit; the outcome of a prompt that cannot be sent, else None."""
-        with trio.CancelScope() as self._compacting:
-            try:
-                await self.compactor.before_prompt(text)
-            except CompactionError as error:
-                message = f"compaction failed: {error}; the session is unchanged"
-                print(message, file=sys.stderr)
-                return AgentOutcome("error", 0, Usage(), (), error_message=message)
-        if self._compacting.cancelled_caught:
-            return AgentOutcome("aborted", 0, Usage(), (), error_message=ABORTED_COMPACTING)
-        return None
+        raise NotImplementedError("lab 13.4")
 
 
 class Compactor:

@@ -58,6 +58,7 @@ class OpenSession:
     writer: SessionWriter
     ids: tuple[str | None, ...] = ()  # each message's entry id; None for a compaction's summary
     measured_from: int = 0  # a usage reported before this message measured a context no longer sent
+    system_prompt: str = ""  # the last system prompt recorded on the path; "" for none
 
 
 def open_session(path: Path, branch: str | None, model: str) -> OpenSession:

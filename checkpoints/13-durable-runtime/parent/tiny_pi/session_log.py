@@ -234,7 +234,7 @@ def entry_from_data(data: dict[str, Any], path: Path, number: int, lines_by_id: 
     if kind == "compaction":
         return compaction_from_data(data, path, number, lines_by_id)
     if kind == "system_prompt":
-        raise NotImplementedError("lab 13.1: check the text, return a SystemPromptEntry")
+        raise NotImplementedError("lab 13.2: check the text, return a SystemPromptEntry")
     try:
         message = message_from_data(data["message"])
     except TranscriptError as error:

@@ -394,6 +394,39 @@ def test_run_the_agent_gets_the_tasks_resources_and_never_the_evaluators(dirs, e
     assert verdict.status == "pass"
 
 
+SLEEPY_AGENT = """import sys, time
+if sys.argv[1] == "empty":
+    open(sys.argv[sys.argv.index("--session") + 1], "w").close()
+time.sleep(30)
+"""
+
+
+STOPPED_AGENT = """import sys
+open(sys.argv[sys.argv.index("--session") + 1], "w").write("{}\\n")
+sys.exit(143)  # how the agent (chapter 08) ends when someone sends it SIGTERM
+"""
+
+
+def test_run_the_agent_gets_an_environment_of_its_own(dirs, monkeypatch):
+    tasks, out = dirs
+    monkeypatch.setenv("PYTHONPATH", ".")  # the agent runs in the copy: "." would be the workspace
+    monkeypatch.setenv("PATH", os.pathsep.join([".", os.environ["PATH"]]))
+    files = {"README.md": README, "trio.py": "raise SystemExit('the workspace trio.py was imported')\n"}
+    task = load_task(write_task(tasks, "name", NAME_TASK.replace("TOOLS", '"bash"'), files))
+    show = scripted(tool_calls(("call_1", "bash", {"command": 'echo "$HOME" > home.txt; echo "$PATH" > path.txt; '
+                                                              "echo tiny-pi > NAME.txt"})), answer("Done."))
+    with serving(show) as server:
+        verdict = run_task(task, Settings(server.base_url, "loopback", out))
+
+    assert verdict.status == "pass", (out / "name" / "agent.log").read_text()
+    workspace = out / "name" / "workspace"
+    assert (workspace / "home.txt").read_text().strip() == str(out / "name" / "user-root")
+    assert all(os.path.isabs(entry) for entry in (workspace / "path.txt").read_text().strip().split(os.pathsep))
+
+
+# Lab 14.4: the time limit, a kill, and nothing the task started left running.
+
+
 def test_run_the_time_limit_kills_the_agent_and_fails_the_task(dirs):
     tasks, out = dirs
     task = load_task(write_task(tasks, "slow", NAME_TASK.replace("TOOLS", '"read"').replace("20", "1")))
@@ -403,13 +436,6 @@ def test_run_the_time_limit_kills_the_agent_and_fails_the_task(dirs):
     assert (verdict.status, verdict.failure, verdict.detail) == ("fail", "time-limit", "time limit: 1 s")
     assert (out / "slow" / "workspace").is_dir()
     assert not (out / "slow" / "run").exists()
-
-
-SLEEPY_AGENT = """import sys, time
-if sys.argv[1] == "empty":
-    open(sys.argv[sys.argv.index("--session") + 1], "w").close()
-time.sleep(30)
-"""
 
 
 @pytest.mark.parametrize("session", ["missing", "empty"])
@@ -423,6 +449,21 @@ def test_run_an_agent_killed_before_it_wrote_its_session_fails_the_task(dirs, se
     assert (out / "slow" / "session.jsonl").exists() == (session == "empty")
 
 
+def test_run_the_time_limit_ends_every_process_the_agent_started(dirs, marker):
+    tasks, out = dirs
+    long_command = scripted(tool_calls(("call_1", "bash", {"command": f"touch started; sleep {marker}", "timeout": 600})))
+    task = load_task(write_task(tasks, "slow", NAME_TASK.replace("TOOLS", '"bash"').replace("20", "8"), {"README.md": README}))
+    with serving(long_command) as server:
+        verdict = run_task(task, Settings(server.base_url, "loopback", out))
+
+    assert (verdict.status, verdict.failure) == ("fail", "time-limit")
+    assert (out / "slow" / "workspace" / "started").exists()  # the command was running at the limit
+    assert wait_for(lambda: running(marker) == [], limit=TIME_LIMIT)  # in a session of its own, and still ended
+
+
+# Lab 14.5: the harness's own failures, each in its phase, never the agent's.
+
+
 def test_run_an_agent_that_crashes_is_an_infrastructure_failure_of_execute(dirs):
     tasks, out = dirs
     crash = (sys.executable, "-c", "raise RuntimeError('the agent fell over')")
@@ -431,12 +472,6 @@ def test_run_an_agent_that_crashes_is_an_infrastructure_failure_of_execute(dirs)
     assert (verdict.status, verdict.phase, verdict.failure) == (INFRASTRUCTURE, "execute", "agent-crashed")
     assert verdict.detail == "exit status 1: no session written"  # an uncaught exception exits 1 too
     assert "the agent fell over" in (out / "name" / "agent.log").read_text()
-
-
-STOPPED_AGENT = """import sys
-open(sys.argv[sys.argv.index("--session") + 1], "w").write("{}\\n")
-sys.exit(143)  # how the agent (chapter 08) ends when someone sends it SIGTERM
-"""
 
 
 def test_run_an_agent_stopped_by_a_signal_the_harness_never_sends_is_a_crash(dirs):
@@ -459,35 +494,6 @@ def test_run_a_traceback_in_the_agents_output_is_not_a_crash(dirs):
 
     assert "Traceback (most recent call last):" in (out / "name" / "agent.log").read_text()
     assert (verdict.status, verdict.detail) == ("pass", "")
-
-
-def test_run_the_agent_gets_an_environment_of_its_own(dirs, monkeypatch):
-    tasks, out = dirs
-    monkeypatch.setenv("PYTHONPATH", ".")  # the agent runs in the copy: "." would be the workspace
-    monkeypatch.setenv("PATH", os.pathsep.join([".", os.environ["PATH"]]))
-    files = {"README.md": README, "trio.py": "raise SystemExit('the workspace trio.py was imported')\n"}
-    task = load_task(write_task(tasks, "name", NAME_TASK.replace("TOOLS", '"bash"'), files))
-    show = scripted(tool_calls(("call_1", "bash", {"command": 'echo "$HOME" > home.txt; echo "$PATH" > path.txt; '
-                                                              "echo tiny-pi > NAME.txt"})), answer("Done."))
-    with serving(show) as server:
-        verdict = run_task(task, Settings(server.base_url, "loopback", out))
-
-    assert verdict.status == "pass", (out / "name" / "agent.log").read_text()
-    workspace = out / "name" / "workspace"
-    assert (workspace / "home.txt").read_text().strip() == str(out / "name" / "user-root")
-    assert all(os.path.isabs(entry) for entry in (workspace / "path.txt").read_text().strip().split(os.pathsep))
-
-
-def test_run_the_time_limit_ends_every_process_the_agent_started(dirs, marker):
-    tasks, out = dirs
-    long_command = scripted(tool_calls(("call_1", "bash", {"command": f"touch started; sleep {marker}", "timeout": 600})))
-    task = load_task(write_task(tasks, "slow", NAME_TASK.replace("TOOLS", '"bash"').replace("20", "8"), {"README.md": README}))
-    with serving(long_command) as server:
-        verdict = run_task(task, Settings(server.base_url, "loopback", out))
-
-    assert (verdict.status, verdict.failure) == ("fail", "time-limit")
-    assert (out / "slow" / "workspace" / "started").exists()  # the command was running at the limit
-    assert wait_for(lambda: running(marker) == [], limit=TIME_LIMIT)  # in a session of its own, and still ended
 
 
 def test_run_a_file_that_cannot_be_collected_is_an_infrastructure_failure_of_collect(dirs):
@@ -523,7 +529,7 @@ def test_run_a_judge_that_contradicts_itself_is_an_infrastructure_failure_of_jud
     assert not (out / "name" / "run").exists()
 
 
-# Lab 14.4: the command line and the shareable report.
+# Lab 14.6: the command line and the shareable report.
 
 
 def evaluate(server, tasks, out, *flags):

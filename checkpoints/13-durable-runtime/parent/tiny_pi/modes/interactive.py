@@ -34,6 +34,7 @@ PROMPT = "> "
 COMMANDS = "/session, /tree, /compact, /quit"
 WELCOME = f"tiny_pi: type a prompt; commands: {COMMANDS}; Ctrl-C aborts a turn, Ctrl-D exits"
 EXIT_HINT = "(Ctrl-C again exits; so does Ctrl-D)"
+ENDING = "(exiting once the running prompt has ended)"
 NO_SESSION = "no session: start with --session FILE to keep the conversation"
 
 
@@ -54,46 +55,27 @@ class Interactive:
 
     async def run(self) -> int:
         """Read and handle lines until /quit, Ctrl-D or a second Ctrl-C at the prompt."""
-        raise NotImplementedError("lab 13.3")
+        raise NotImplementedError("lab 13.9")
 
     async def handle(self, line: str, nursery: trio.Nursery) -> None:
         """A line: a steer while the agent works; at the prompt, a command or a new prompt."""
-        raise NotImplementedError("lab 13.3")
+        raise NotImplementedError("lab 13.9")
 
     async def answer(self) -> None:
         """Wait for the prompt's answer, show its summary, and give the prompt back."""
-        await self.runtime.flush()
-        if self.runtime.last_outcome is not None:
-            say(summary(self.runtime.last_outcome))
-        show_prompt()
+        raise NotImplementedError("lab 13.9")
 
     async def command(self, line: str) -> None:
         """Run one slash command, then give the prompt back."""
-        raise NotImplementedError("lab 13.3")
+        raise NotImplementedError("lab 13.10")
 
     def show_session(self) -> None:
         """`/session`: the file and how many entries it holds."""
-        if self.session_path is None:
-            say(NO_SESSION)
-            return
-        try:
-            entries = len(read_session(self.session_path, skip_uncommitted=True).entries)
-        except SessionError as error:
-            say(f"error: {error}")
-            return
-        say(f"session: {self.session_path} ({entries} entries)")
+        raise NotImplementedError("lab 13.10")
 
     def show_tree(self) -> None:
         """`/tree`: the session's tree, as `python -m tiny_pi.session FILE` prints it."""
-        if self.session_path is None:
-            say(NO_SESSION)
-            return
-        try:
-            lines = tree_lines(read_session(self.session_path, skip_uncommitted=True))
-        except SessionError as error:
-            lines = [f"error: {error}"]
-        for line in lines:
-            say(line)
+        raise NotImplementedError("lab 13.10")
 
     async def watch_interrupts(
         self, scope: trio.CancelScope, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
@@ -102,15 +84,15 @@ class Interactive:
 
         SIGTERM and SIGHUP abort a running prompt and exit at once: 128 plus the signal's number.
         """
-        raise NotImplementedError("lab 13.3")
+        raise NotImplementedError("lab 13.11")
 
 
-def read_line(fd: int) -> bytes:
-    """The next line of the terminal `fd`; b"" at Ctrl-D, and once the terminal is gone (EIO after a hang-up)."""
+def read_line(fd: int) -> bytes | None:
+    """The next line of the terminal `fd`; b"" at Ctrl-D; None once the terminal is gone (EIO after a hang-up)."""
     try:
         return os.read(fd, 65536)
-    except OSError:  # its SIGHUP comes to watch_interrupts
-        return b""
+    except OSError:  # its SIGHUP comes to watch_interrupts; nobody is left to read a word
+        return None
 
 
 def say(line: str) -> None:

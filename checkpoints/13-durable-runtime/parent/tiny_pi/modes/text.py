@@ -42,14 +42,7 @@ class TerminalPrinter:
         self.mid_line = False
 
     def __call__(self, event: AgentEvent) -> None:
-        if not self.closed:
-            try:
-                self.show(event)
-            except BrokenPipeError:
-                self.closed = True
-                silence(self.out)
-        if self.closed:
-            self.on_closed()
+        self.show(event)  # lab 13.8: a closed stdout silences it and calls on_closed instead
 
     def show(self, event: AgentEvent) -> None:
         """Print what `event` adds to the screen, if anything."""
@@ -85,9 +78,7 @@ def silence(out: TextIO) -> None:
 
     Python flushes stdout once more at exit; that flush must not fail again.
     """
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, out.fileno())
-    os.close(devnull)
+    raise NotImplementedError("lab 13.8")
 
 
 def printable(piece: str, keep: str = "") -> str:

@@ -48,12 +48,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def usage_problem(tasks: Path, out: Path) -> str | None:
     """Why DIR cannot take this run's evidence: earlier evidence is never overwritten or mixed in."""
-    raise NotImplementedError("lab 14.4: check --out")
+    raise NotImplementedError("lab 14.6: check --out")
 
 
 def run_all(tasks: list[Task], settings: Settings, show: bool) -> list[TaskResult]:
     """Each task in turn, its line printed as soon as it is judged."""
-    raise NotImplementedError("lab 14.4: run every task")
+    raise NotImplementedError("lab 14.6: run every task")
 
 
 def stop(number: int, frame: FrameType | None) -> None:
@@ -65,12 +65,12 @@ def stop(number: int, frame: FrameType | None) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Evaluate, as the parent of every orphan of its tasks; a stop signal is one line and 128 + its number."""
-    raise NotImplementedError("lab 14.4: the command")
+    raise NotImplementedError("lab 14.6: the command")
 
 
 def evaluate(args: argparse.Namespace) -> int:
     """Check every task first, then run them all; the exit status says whether all passed."""
-    raise NotImplementedError("lab 14.4: evaluate the tasks")
+    raise NotImplementedError("lab 14.6: evaluate the tasks")
 
 
 if __name__ == "__main__":

@@ -137,7 +137,7 @@ def refuse_crash(finished: Finished, session_file: Path) -> None:
     What the agent printed is never the test: a model may quote a traceback,
     and a bash result holds one whenever a python command fails.
     """
-    raise NotImplementedError("lab 14.3: tell a crash")
+    raise NotImplementedError("lab 14.5: tell a crash")
 
 
 def collect(evidence: Path, finished: Finished) -> Collected:
@@ -167,7 +167,7 @@ def end_task(finished: Finished | None, evidence: Path) -> None:
 
 def dispose(finished: Finished | None) -> None:
     """End whatever the task left running: the agent's process group, then every process below the harness."""
-    raise NotImplementedError("lab 14.3: dispose")
+    raise NotImplementedError("lab 14.4: dispose")
 
 
 def clean_up(scratch: Path) -> None:

@@ -25,27 +25,27 @@ SCHEMA = "tiny_pi.eval/1"
 
 def task_line(result: TaskResult) -> str:
     """`PASS name`, `FAIL name: the failed check`, or `INFRA name: phase: class: what broke`."""
-    raise NotImplementedError("lab 14.4: a task's line")
+    raise NotImplementedError("lab 14.6: a task's line")
 
 
 def summary_line(results: Sequence[TaskResult]) -> str:
     """The run in one line: how many passed, failed, or failed for the harness; turns and tokens."""
-    raise NotImplementedError("lab 14.4: the summary line")
+    raise NotImplementedError("lab 14.6: the summary line")
 
 
 def summary(results: Sequence[TaskResult]) -> dict[str, int]:
     """The counts of the whole run."""
-    raise NotImplementedError("lab 14.4: the counts")
+    raise NotImplementedError("lab 14.6: the counts")
 
 
 def safe_report(results: Sequence[TaskResult]) -> dict[str, Any]:
     """The shareable report: counts, statuses and failure classes, in the order the tasks ran."""
-    raise NotImplementedError("lab 14.4: the shareable report")
+    raise NotImplementedError("lab 14.6: the shareable report")
 
 
 def safe_task(result: TaskResult) -> dict[str, Any]:
     """One task without its name or detail: a class and a phase say what kind of thing went wrong."""
-    raise NotImplementedError("lab 14.4: one task in the report")
+    raise NotImplementedError("lab 14.6: one task in the report")
 
 
 def write_report(report: dict[str, Any], out: Path) -> Path:

@@ -34,6 +34,7 @@ PROMPT = "> "
 COMMANDS = "/session, /tree, /compact, /quit"
 WELCOME = f"tiny_pi: type a prompt; commands: {COMMANDS}; Ctrl-C aborts a turn, Ctrl-D exits"
 EXIT_HINT = "(Ctrl-C again exits; so does Ctrl-D)"
+ENDING = "(exiting once the running prompt has ended)"
 NO_SESSION = "no session: start with --session FILE to keep the conversation"
 
 
@@ -61,7 +62,9 @@ class Interactive:
             await nursery.start(self.watch_interrupts, nursery.cancel_scope)
             while self.status is None:
                 line = await trio.to_thread.run_sync(read_line, self.fd, abandon_on_cancel=True)
-                if not line:  # Ctrl-D: let the running prompt end, then leave
+                if not line:  # Ctrl-D (b""), or a terminal gone (None): let the running prompt end, then leave
+                    if line is not None and self.runtime.busy:
+                        say(ENDING)
                     await self.runtime.flush()
                     self.status = 0
                 else:
@@ -168,12 +171,12 @@ class Interactive:
                     show_prompt()
 
 
-def read_line(fd: int) -> bytes:
-    """The next line of the terminal `fd`; b"" at Ctrl-D, and once the terminal is gone (EIO after a hang-up)."""
+def read_line(fd: int) -> bytes | None:
+    """The next line of the terminal `fd`; b"" at Ctrl-D; None once the terminal is gone (EIO after a hang-up)."""
     try:
         return os.read(fd, 65536)
-    except OSError:  # its SIGHUP comes to watch_interrupts
-        return b""
+    except OSError:  # its SIGHUP comes to watch_interrupts; nobody is left to read a word
+        return None
 
 
 def say(line: str) -> None:
