@@ -107,9 +107,10 @@ def record(directory: Path, chapter: Chapter, run: RunResult | None, green: bool
     A failure is taken for an exercise only when it can be one: the code was
     green before (the last whole-chapter run before this one passed, however
     many `--lab` runs came in between; `was_green` says so for a record kept
-    before the state held it), `course redlight` was asked about it, or it was already seen. A learner still writing lab 2.2 whose
-    code fails the way 2.R2 documents has not broken anything on purpose, and
-    is not told to "restore" it.
+    before the state held it), `course redlight` was asked about it, or it (or
+    another exercise: its code was green before that one) was already seen. A
+    learner still writing lab 2.2 whose code fails the way 2.R2 documents has not
+    broken anything on purpose, and is not told to "restore" it.
 
     The flag `green` is set and cleared by whole-chapter runs only (`full`): a
     green `--lab` run says nothing of the other labs, a red one does not undo
@@ -118,7 +119,8 @@ def record(directory: Path, chapter: Chapter, run: RunResult | None, green: bool
     state = read(directory, chapter)
     states = dict(state.states)
     seen = recognised(chapter, run) if run is not None and not green else None
-    if seen is not None and not (was_green or state.green or seen.id in state.applied or states.get(seen.id) == SEEN):
+    on_red_lights = any(value in (SEEN, DONE) for value in states.values())  # the labs were green to get there
+    if seen is not None and not (was_green or state.green or seen.id in state.applied or on_red_lights):
         seen = None
     if seen is not None and states.get(seen.id) != DONE:
         states[seen.id] = SEEN
