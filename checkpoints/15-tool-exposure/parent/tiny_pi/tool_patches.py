@@ -82,14 +82,14 @@ def next_request_tools(messages: list[Any], registry: ToolRegistry) -> list[Tool
 
 def patch_from_data(data: dict[str, Any]) -> ToolsPatch:
     """A saved patch, checked: exact keys, non-empty lists, specs of the exact shape; a PatchError otherwise."""
-    raise NotImplementedError("lab 15.3: read a saved patch strictly")
+    raise NotImplementedError("lab 15.4: read a saved patch strictly")
 
 
 def non_empty_list(value: Any, key: str) -> list[Any]:
     """A list with at least one item: an empty patch field is never written, so it is never read."""
-    raise NotImplementedError("lab 15.3: a non-empty list")
+    raise NotImplementedError("lab 15.4: a non-empty list")
 
 
 def checked_entry(item: Any, where: str, keys: tuple[str, ...]) -> dict[str, Any]:
     """One spec (or one removal): an object with exactly `keys`, a valid name, text and an object schema."""
-    raise NotImplementedError("lab 15.3: one spec or removal, checked")
+    raise NotImplementedError("lab 15.4: one spec or removal, checked")

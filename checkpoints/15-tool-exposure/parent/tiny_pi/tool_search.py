@@ -59,50 +59,50 @@ class Match:
 
 def tokenize(value: str) -> list[str]:
     """Lower-case terms: split at camelCase and at anything not a letter or digit; no stop words; `files` is `file`."""
-    raise NotImplementedError("lab 15.4: split a text into terms")
+    raise NotImplementedError("lab 15.5: split a text into terms")
 
 
 def search_text(tool: Tool) -> str:
     """What a search reads of `tool`: its name, its name's words, its description, its schema's names and descriptions."""
-    raise NotImplementedError("lab 15.4: a tool's search text")
+    raise NotImplementedError("lab 15.5: a tool's search text")
 
 
 def schema_words(schema: Any, parts: list[str]) -> None:
     """Every property name and description of `schema`, nested ones too, appended to `parts`."""
-    raise NotImplementedError("lab 15.4: the schema's words")
+    raise NotImplementedError("lab 15.5: the schema's words")
 
 
 def bm25_scores(query: Sequence[str], documents: Sequence[Sequence[str]]) -> list[float]:
     """Okapi BM25 of each document (a list of terms) for the distinct query terms; k1 1.2, b 0.75."""
-    raise NotImplementedError("lab 15.4: BM25 by hand")
+    raise NotImplementedError("lab 15.5: BM25 by hand")
 
 
 def rank_tools(query: str, tools: Sequence[Tool], limit: int) -> list[Match]:
     """The tools sharing a term with `query`: most terms shared first, then BM25, then registration order."""
-    raise NotImplementedError("lab 15.4: rank the tools")
+    raise NotImplementedError("lab 15.5: rank the tools")
 
 
 def searchable(registry: ToolRegistry) -> list[Tool]:
     """The codemode and deferred tools not active yet, in registration order."""
-    raise NotImplementedError("lab 15.4: the tools a search may find")
+    raise NotImplementedError("lab 15.5: the tools a search may find")
 
 
 def tool_search_tool(registry: ToolRegistry) -> Tool:
     """The model-only search tool of `registry`: register it there (`registry.register(...)`)."""
 
-    raise NotImplementedError("lab 15.4: the tool_search tool")
+    raise NotImplementedError("lab 15.5: the tool_search tool")
 
 
 def search_report(query: str, activated: Sequence[str], registry: ToolRegistry) -> str:
     """What the model reads: the tools it may call from its next request, with their descriptions' first lines."""
-    raise NotImplementedError("lab 15.4: what a search says")
+    raise NotImplementedError("lab 15.5: what a search says")
 
 
 def first_line(tool: Tool | None) -> str:
     """A description's first line, without its surrounding spaces."""
-    raise NotImplementedError("lab 15.4: a description's first line")
+    raise NotImplementedError("lab 15.5: a description's first line")
 
 
 def deferred_names(spec: str, direct: Sequence[str]) -> list[str]:
     """The names of `--defer read,edit`; a ValueError for an unknown tool or one that --tools names too."""
-    raise NotImplementedError("lab 15.4: the names of --defer")
+    raise NotImplementedError("lab 15.7: the names of --defer")

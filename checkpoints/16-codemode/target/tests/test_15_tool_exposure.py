@@ -3,9 +3,10 @@
 Run alone with `python -m pytest tests/test_15_tool_exposure.py`. The labs
 follow the lesson: the five exposures and the registry's two sets (15.1),
 the scope check of the tool contract (15.2), the declared set in the
-transcript as tool patches (15.3), and tool_search with `--defer` (15.4),
-the last against the loopback server with `python -m tiny_pi.agent` as a
-real subprocess.
+transcript as tool patches (15.3), a saved patch read back strictly (15.4),
+tool_search (15.5), the declared set across a reopen (15.6), and `--defer`
+(15.7), the last against the loopback server with `python -m tiny_pi.agent`
+as a real subprocess.
 """
 
 import json
@@ -363,6 +364,9 @@ def test_patch_is_left_out_of_what_a_summary_call_reads():
     assert render_transcript(messages) == "[user]\ngo\n\n[assistant]\ndone"
 
 
+# Lab 15.4: a saved patch, read back strictly.
+
+
 def session_file(tmp_path, patch):
     path = tmp_path / "session.jsonl"
     lines = [
@@ -375,7 +379,7 @@ def session_file(tmp_path, patch):
     return path
 
 
-def test_patch_the_strict_reader_takes_a_patch_in_its_exact_shape(tmp_path):
+def test_saved_patch_the_strict_reader_takes_a_patch_in_its_exact_shape(tmp_path):
     patch = {"role": "system", "toolsAdded": [ALPHA], "toolsRemoved": [{"name": "beta"}]}
 
     entry = read_session(session_file(tmp_path, patch)).entries[-1]
@@ -398,7 +402,7 @@ def test_patch_the_strict_reader_takes_a_patch_in_its_exact_shape(tmp_path):
     ({"role": "system", "toolsAdded": [ALPHA], "content": []},
      "a system message has only toolsAdded and toolsRemoved, got the key 'content'"),
 ], ids=["neither", "empty-added", "empty-removed", "extra-key", "parameters", "name", "removal", "content"])
-def test_patch_the_strict_reader_refuses_any_other_shape_with_its_line(tmp_path, patch, says):
+def test_saved_patch_the_strict_reader_refuses_any_other_shape_with_its_line(tmp_path, patch, says):
     path = session_file(tmp_path, patch)
 
     with pytest.raises(SessionError) as refused:
@@ -420,7 +424,7 @@ def run_runtime(session, registry, model, prompt="go"):
     trio.run(main)
 
 
-def test_patch_a_session_keeps_every_patch_and_its_tree_shows_them(tmp_path):
+def test_saved_patch_a_session_keeps_every_patch_and_its_tree_shows_them(tmp_path):
     path = tmp_path / "s.jsonl"
     registry = ToolRegistry([probe("read"), probe("issues", "deferred")])
     registry.register(activator(registry))
@@ -435,7 +439,7 @@ def test_patch_a_session_keeps_every_patch_and_its_tree_shows_them(tmp_path):
     assert shown == ["system: tools +read +activate", "system: tools +issues"]
 
 
-# Lab 15.4: tool_search, and --defer.
+# Lab 15.5: tool_search, ranking and activating.
 
 
 def test_search_tokenize_splits_at_camel_case_and_punctuation_and_drops_stop_words():
@@ -522,7 +526,10 @@ def test_search_an_empty_query_or_a_limit_below_one_is_an_error_result():
     assert names(registry.declared()) == ["read", "tool_search"]
 
 
-def test_search_an_activation_survives_a_session_reopen(tmp_path):
+# Lab 15.6: the declared set survives a reopen.
+
+
+def test_reopen_an_activation_survives_a_session_reopen(tmp_path):
     path = tmp_path / "s.jsonl"
     model = Recording([assistant_message([call("tool_search", {"query": "edit"})], "toolUse"),
                        assistant_message([text("found it")])])
@@ -543,6 +550,9 @@ def test_search_an_activation_survives_a_session_reopen(tmp_path):
     messages = [entry.message for entry in read_session(path).entries if isinstance(entry, MessageEntry)]
     results = [message for message in messages if message.role == "toolResult"]
     assert text_of(results[-1]) == "edit:v"
+
+
+# Lab 15.7: --defer on the command line, and the payoff.
 
 
 def find_and_edit(state):
@@ -575,7 +585,7 @@ def environment():
     return env
 
 
-def test_search_defer_live_the_model_finds_edit_and_uses_it_on_its_next_request(tmp_path):
+def test_defer_live_the_model_finds_edit_and_uses_it_on_its_next_request(tmp_path):
     root = tmp_path / "project"
     root.mkdir()
     (root / "notes.txt").write_text("a draft\n", encoding="utf-8")
@@ -610,7 +620,7 @@ def test_search_defer_live_the_model_finds_edit_and_uses_it_on_its_next_request(
     ("edit,mv", "python -m tiny_pi.agent: --defer: unknown tool 'mv' (choose from read, ls, write, edit, bash)"),
     ("read,edit", "python -m tiny_pi.agent: --defer: read is in --tools too: a tool is either direct or deferred"),
 ], ids=["unknown", "also-direct"])
-def test_search_defer_a_bad_name_is_one_line_and_exit_2(tmp_path, defer, line):
+def test_defer_a_bad_name_is_one_line_and_exit_2(tmp_path, defer, line):
     done = subprocess.run([sys.executable, "-m", "tiny_pi.agent", "--base-url", "http://127.0.0.1:9/v1", "--model",
                            "m", "--root", str(tmp_path), "--defer", defer, "hi"], cwd=PROJECT, env=environment(),
                           capture_output=True, text=True, timeout=PROCESS_TIME_LIMIT, check=False)

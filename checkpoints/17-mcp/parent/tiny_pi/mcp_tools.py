@@ -164,13 +164,14 @@ class McpServers:
 
     async def start(self, nursery: trio.Nursery) -> None:
         """Start every server's process now (McpStartError if one cannot run), and connect each in the background."""
-        raise NotImplementedError("lab 17.5: write McpServers.start")
+        raise NotImplementedError("lab 17.6: write McpServers.start")
 
     async def connect(self, server: ServerState) -> None:
         """Shake hands, list and register the tools; then note when the connection ends."""
-        raise NotImplementedError("lab 17.5: write McpServers.connect")
+        raise NotImplementedError("lab 17.6: write McpServers.connect")
 
     def settle(self, server: ServerState, state: str, error: str | None = None) -> None:
+        """Note the server's new state, wake whoever waits for it to settle, and tell on_change."""
         server.state, server.error = state, error
         server.settled.set()
         self.on_change()
@@ -180,20 +181,25 @@ class McpServers:
         await self.wait_for([server for server in self.servers if server.config.exposure == DIRECT])
 
     async def wait_for(self, servers: Sequence[ServerState]) -> None:
-        raise NotImplementedError("lab 17.5: write McpServers.wait_for")
+        """Wait, at most `wait` seconds in all, until each of `servers` has settled (connected or failed)."""
+        raise NotImplementedError("lab 17.6: write McpServers.wait_for")
 
     def searching(self, execute: Execute) -> Execute:
         """tool_search's execute, after a bounded wait for the servers still connecting."""
-        raise NotImplementedError("lab 17.5: write McpServers.searching")
+        raise NotImplementedError("lab 17.6: write McpServers.searching")
 
     def attach(self, set_section: Callable[[str, str], None]) -> None:
         """Keep the system prompt's `mcp_servers` section up to date, from now on."""
-        raise NotImplementedError("lab 17.5: write McpServers.attach")
+        raise NotImplementedError("lab 17.7: write McpServers.attach")
 
     def section(self) -> str:
         """Each server's state and tools' names, one line each: no descriptions."""
-        raise NotImplementedError("lab 17.5: write McpServers.section")
+        raise NotImplementedError("lab 17.7: write McpServers.section")
 
     async def close(self) -> None:
-        """Close every server; each process is gone when this returns."""
-        raise NotImplementedError("lab 17.5: write McpServers.close")
+        """Close every server; each process is gone when this returns.
+
+        on_change is not called: no request follows a close, so the section keeps the
+        last state a request could have shown (closing is not news to the model).
+        """
+        raise NotImplementedError("lab 17.6: write McpServers.close")

@@ -1,10 +1,11 @@
 """Chapter 17: MCP, other processes' tools through a client you write.
 
 Run alone with `python -m pytest tests/test_17_mcp.py`. The labs follow the
-lesson: JSON-RPC messages and newline framing (17.1), the handshake and one
-request's answer (17.2), the server's tools, page by page (17.3), the
-other three ways out of a request and the three-step close (17.4), and the
-servers' tools in the agent (17.5). Every server here is a real MCP server
+lesson: JSON-RPC messages and newline framing (17.1), the transport, a
+process and its pipes (17.2), the client: the handshake and every request's
+one way out (17.3), the server's tools, page by page (17.4), a server's tool
+in the registry (17.5), the servers' lifecycle (17.6), and the system
+prompt's section with the agent end to end (17.7). Every server here is a real MCP server
 over stdio: tests/mcp_fixture_server.py on the official MCP Python SDK, and
 the official mcp-server-time for the payoff.
 """
@@ -22,8 +23,10 @@ from loopback_server import STREAM_HEAD, LoopbackServer, chunk, send_chunk, sse,
 import tiny_pi.mcp_client as mcp_client
 from tiny_pi.abort import AbortSignal
 from tiny_pi.jsonrpc import LineFramer, Notification, ProtocolError, Request, Response, RpcError, decode_line, encode, parse_message
-from tiny_pi.mcp_client import SUPPORTED_VERSIONS, McpAborted, McpClient, McpClosed, McpError, McpTimeout, connect
-from tiny_pi.mcp_tools import ConfigError, McpServers, load_config, mcp_tool_name, server_config
+from tiny_pi.mcp_client import (SUPPORTED_VERSIONS, CallResult, McpAborted, McpClient, McpClosed, McpError, McpTimeout,
+                                McpTool, connect)
+from tiny_pi.mcp_tools import (ConfigError, McpServers, McpStartError, load_config, mcp_tool, mcp_tool_name, model_content,
+                               server_config)
 from tiny_pi.mcp_transport import StdioTransport
 from tiny_pi.messages import ToolCall, text_of
 from tiny_pi.tool_execution import execute_tool_call
@@ -278,6 +281,11 @@ def test_client_a_stray_line_is_noted_and_the_connection_lives_on():
     assert client.errors == ["a line from the server is not JSON: 'starting the fixture server...'"]
 
 
+def tool_call(client, name, arguments, **options):
+    """tools/call through request alone (lab 17.4 adds call_tool): the result as the server sent it."""
+    return client.request("tools/call", {"name": name, "arguments": arguments}, **options)
+
+
 def cancelled_ids(client):
     return [message.params["requestId"] for message in client.transport.sent
             if getattr(message, "method", None) == "notifications/cancelled"]
@@ -288,16 +296,16 @@ def test_client_a_timeout_raises_and_cancels_the_request_on_the_server():
         async with trio.open_nursery() as nursery:
             client = await recording_client(nursery)
             with pytest.raises(McpTimeout) as raised:
-                await client.call_tool("slow", {"seconds": 60}, timeout=0.5)
+                await tool_call(client, "slow", {"seconds": 60}, timeout=0.5)
             slow_id = next(m.id for m in client.transport.sent if getattr(m, "method", None) == "tools/call")
-            events = await client.call_tool("events", {"wait_for": "slow cancelled"})
+            events = await tool_call(client, "events", {"wait_for": "slow cancelled"})
             await client.close()
             return client, str(raised.value), slow_id, events
 
     client, message, slow_id, events = run(main)
     assert message == "the MCP request tools/call timed out after 0.5 s"
     assert cancelled_ids(client) == [slow_id]
-    assert events.content[0]["text"] == "slow cancelled"
+    assert events["content"][0]["text"] == "slow cancelled"
     assert client.pending == {}
 
 
@@ -313,16 +321,16 @@ def test_client_an_abort_raises_and_cancels_the_request_on_the_server():
 
             nursery.start_soon(abort_soon)
             with pytest.raises(McpAborted) as raised:
-                await client.call_tool("slow", {"seconds": 60}, signal=signal)
-            events = await client.call_tool("events", {"wait_for": "slow cancelled"})
+                await tool_call(client, "slow", {"seconds": 60}, signal=signal)
+            events = await tool_call(client, "events", {"wait_for": "slow cancelled"})
             with pytest.raises(McpAborted):  # an aborted signal sends nothing more
-                await client.call_tool("echo", {"text": "late"}, signal=signal)
+                await tool_call(client, "echo", {"text": "late"}, signal=signal)
             await client.close()
             return client, str(raised.value), events
 
     client, message, events = run(main)
     assert message == "the MCP request tools/call was aborted"
-    assert len(cancelled_ids(client)) == 1 and events.content[0]["text"] == "slow cancelled"
+    assert len(cancelled_ids(client)) == 1 and events["content"][0]["text"] == "slow cancelled"
     assert "late" not in json.dumps([getattr(m, "params", None) for m in client.transport.sent])
 
 
@@ -347,14 +355,14 @@ def test_client_a_server_that_dies_closes_every_waiting_request():
 
             async def slow():
                 try:
-                    await client.call_tool("slow", {"seconds": 60})
+                    await tool_call(client, "slow", {"seconds": 60})
                 except McpClosed as error:
                     endings.append(str(error))
 
             nursery.start_soon(slow)
             await trio.sleep(0.2)
             with pytest.raises(McpClosed) as raised:
-                await client.call_tool("crash", {})
+                await tool_call(client, "crash", {})
             endings.append(str(raised.value))
             await trio.sleep(0)
             with pytest.raises(McpClosed):  # a request after the end is not sent at all
@@ -427,10 +435,10 @@ def test_tools_call_gives_content_and_a_tool_error_stays_an_error():
     assert failed.is_error and failed.content[0]["text"] == "it failed, as it always does"
 
 
-# Lab 17.5: the servers' tools in the agent ---------------------------------------------------
+# Lab 17.5: a server's tool in the registry: its name, the config, the wrapper -----------------
 
 
-def test_agent_tool_names_are_sanitised_bounded_and_unique():
+def test_registry_tool_names_are_sanitised_bounded_and_unique():
     assert mcp_tool_name("time", "get_current_time") == "mcp__time__get_current_time"
     assert mcp_tool_name("my.clock", "get-time now") == "mcp__my_clock__get_time_now"
     long = mcp_tool_name("server", "t" * 80)
@@ -452,7 +460,7 @@ def test_agent_tool_names_are_sanitised_bounded_and_unique():
     ('{"mcpServers": {"t": {"url": "http://127.0.0.1:1/mcp"}}}', "unknown key 'url'"),
     ('{"mcpServers": {"t": {"type": "http", "command": "x"}}}', "only stdio servers (a command) are supported"),
 ], ids=["not-json", "no-servers", "no-command", "args", "env", "exposure", "unknown-key", "url", "http"])
-def test_agent_a_config_that_is_not_valid_is_one_config_error(tmp_path, document, words):
+def test_registry_a_config_that_is_not_valid_is_one_config_error(tmp_path, document, words):
     path = tmp_path / "mcp.json"
     path.write_text(document, encoding="utf-8")
     with pytest.raises(ConfigError) as raised:
@@ -461,10 +469,163 @@ def test_agent_a_config_that_is_not_valid_is_one_config_error(tmp_path, document
     assert "\n" not in str(raised.value)
 
 
-def test_agent_servers_register_deferred_tools_and_list_them_in_the_section():
+def test_registry_a_config_lists_its_servers_in_order(tmp_path):
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps({"mcpServers": {
+        "time": {"command": "python", "args": ["-m", "mcp_server_time"]},
+        "fixture": {"command": "python", "env": {"N": "1"}, "exposure": "direct"},
+    }}), encoding="utf-8")
+    time, fixture = load_config(path)
+    assert (time.name, time.command, time.exposure) == ("time", ("python", "-m", "mcp_server_time"), "deferred")
+    assert (fixture.name, fixture.env, fixture.exposure) == ("fixture", {"N": "1"}, "direct")
+
+
+def test_registry_a_server_tool_calls_the_server_and_keeps_its_error_result():
+    async def main():
+        async with trio.open_nursery() as nursery:
+            client = await connect(nursery, FIXTURE)
+            echo, fail = (await client.list_tools())[:2]
+            tool = mcp_tool("fixture", echo, "mcp__fixture__echo", "deferred", client)
+            echoed = await tool.execute({"text": "hi"}, signal=AbortSignal())
+            failed = await mcp_tool("fixture", fail, "mcp__fixture__fail", "direct", client).execute({}, signal=AbortSignal())
+            bare = mcp_tool("fixture", McpTool("bare", " ", {"properties": {}}), "mcp__fixture__bare", "deferred", client)
+            await client.close()
+            return tool, echoed, failed, bare
+
+    tool, echoed, failed, bare = run(main)
+    assert (tool.name, tool.exposure, tool.description) == ("mcp__fixture__echo", "deferred", "Answer the text it is given.")
+    assert tool.parameters["required"] == ["text"]
+    assert text_of(echoed) == "hi" and not echoed.is_error and echoed.details == {"server": "fixture", "tool": "echo"}
+    assert failed.is_error and text_of(failed) == "it failed, as it always does"
+    assert bare.description == "MCP tool bare of server fixture" and bare.parameters["type"] == "object"
+
+
+class EmptyErrorClient:
+    """A server's answer the SDK never gives but the protocol allows: an error result with no content."""
+
+    async def call_tool(self, name, arguments, *, timeout=None, signal=None):
+        return CallResult([], is_error=True)
+
+
+def test_registry_other_blocks_become_json_text_and_an_empty_error_says_which_tool():
+    image = {"type": "image", "data": "AAAA", "mimeType": "image/png"}
+    content = model_content(CallResult([{"type": "text", "text": "a"}, image]))
+    assert [block.text for block in content] == ["a", json.dumps(image)]
+    empty = mcp_tool("clock", McpTool("tick", "", {"type": "object"}), "mcp__clock__tick", "deferred", EmptyErrorClient())
+    reply = trio.run(lambda: empty.execute({}, signal=AbortSignal()))
+    assert reply.is_error and text_of(reply) == "MCP tool clock/tick returned an error"
+
+
+# Lab 17.6: the servers, started together, connected in the background, closed together ------
+
+
+def configs_of(**servers):
+    return [server_config(Path("mcp.json"), name, entry) for name, entry in servers.items()]
+
+
+FIXTURE_ENTRY = {"command": FIXTURE[0], "args": FIXTURE[1:]}
+
+
+def test_servers_register_deferred_tools_that_call_the_server_and_close_every_process():
     registry = ToolRegistry()
-    configs = [server_config(Path("mcp.json"), "fixture", {"command": FIXTURE[0], "args": FIXTURE[1:]}),
-               server_config(Path("mcp.json"), "broken", {"command": sys.executable, "args": ["-c", "raise SystemExit(1)"]})]
+    configs = configs_of(fixture=FIXTURE_ENTRY, broken={"command": sys.executable, "args": ["-c", "raise SystemExit(1)"]})
+
+    async def main():
+        async with trio.open_nursery() as nursery:
+            servers = McpServers(configs, registry)
+            await servers.start(nursery)
+            await servers.wait_for(servers.servers)
+            states = [(server.state, server.error, len(server.tools)) for server in servers.servers]
+            call = ToolCall(id="c1", name="mcp__fixture__echo", arguments={"text": "hi"})
+            echoed = await execute_tool_call(call, registry, signal=AbortSignal(), declared=[call.name])
+            failed = await execute_tool_call(ToolCall(id="c2", name="mcp__fixture__fail", arguments={}), registry,
+                                             signal=AbortSignal(), declared=["mcp__fixture__fail"])
+            await servers.close()
+            return servers, states, echoed, failed
+
+    servers, states, echoed, failed = run(main)
+    assert states == [("connected", None, 12), ("failed", "the MCP server closed the connection (exit status 1)", 0)]
+    assert servers.servers[0].tools[:2] == ["mcp__fixture__echo", "mcp__fixture__fail"]
+    assert registry.exposure_of("mcp__fixture__echo") == "deferred" and registry.declared() == []
+    assert text_of(echoed) == "hi" and not echoed.is_error
+    assert failed.is_error and text_of(failed) == "it failed, as it always does"
+    assert [server.state for server in servers.servers] == ["closed", "failed"]
+    assert all(gone(server.client.transport.pid) for server in servers.servers)
+
+
+def test_servers_a_command_that_cannot_run_stops_the_start_and_closes_the_others():
+    configs = configs_of(fixture=FIXTURE_ENTRY, missing={"command": "no-such-mcp-server-here"})
+
+    async def main():
+        async with trio.open_nursery() as nursery:
+            servers = McpServers(configs, ToolRegistry())
+            with pytest.raises(McpStartError) as raised:
+                await servers.start(nursery)
+            return servers, str(raised.value)
+
+    servers, message = run(main)
+    assert message.startswith("--mcp-config: server 'missing' did not start: [Errno 2] No such file or directory")
+    assert gone(servers.servers[0].client.transport.pid)
+
+
+def test_servers_a_search_waits_for_servers_still_connecting_but_not_for_ever():
+    registry = ToolRegistry()
+    seen = []
+
+    async def search(arguments, *, signal):
+        seen.append([name for name in registry.names if name.startswith("mcp__")])
+        return "searched"
+
+    async def main():
+        async with trio.open_nursery() as nursery:
+            servers = McpServers(configs_of(fixture={**FIXTURE_ENTRY, "args": [*FIXTURE[1:], "--slow-start", "0.5"]}),
+                                 registry)
+            await servers.start(nursery)
+            answer = await servers.searching(search)({"query": "echo"}, signal=AbortSignal())
+            await servers.close()
+            stuck = McpServers(configs_of(stuck={**FIXTURE_ENTRY, "args": [*FIXTURE[1:], "--slow-start", "60"]}),
+                               registry, wait=0.5)
+            await stuck.start(nursery)
+            await stuck.searching(search)({"query": "echo"}, signal=AbortSignal())
+            state = stuck.servers[0].state
+            await stuck.close()
+            return answer, state
+
+    answer, state = run(main)
+    assert answer == "searched" and "mcp__fixture__echo" in seen[0]  # the search ran once the tools were there
+    assert state == "connecting" and len(seen) == 2  # a server that never comes is waited for `wait` seconds only
+
+
+def test_servers_a_connection_that_ends_later_is_failed_with_its_reason():
+    registry = ToolRegistry()
+
+    async def main():
+        async with trio.open_nursery() as nursery:
+            servers = McpServers(configs_of(fixture=FIXTURE_ENTRY), registry)
+            await servers.start(nursery)
+            await servers.wait_for(servers.servers)
+            changed = trio.Event()
+            servers.on_change = changed.set  # settle calls it: the state changed again
+            crashed = await execute_tool_call(ToolCall(id="c1", name="mcp__fixture__crash", arguments={}), registry,
+                                              signal=AbortSignal(), declared=["mcp__fixture__crash"])
+            await changed.wait()
+            server = servers.servers[0]
+            ended = (server.state, server.error)
+            await servers.close()
+            return crashed, ended, server.state
+
+    crashed, ended, after = run(main)
+    assert crashed.is_error and "the MCP server closed the connection (exit status 3)" in text_of(crashed)
+    assert ended == ("failed", "the MCP server closed the connection (exit status 3)")
+    assert after == "failed"  # close leaves a failed server failed
+
+
+# Lab 17.7: the system prompt's section, and the agent end to end -----------------------------
+
+
+def test_agent_the_section_lists_each_servers_state_and_every_tool_name():
+    registry = ToolRegistry()
+    configs = configs_of(fixture=FIXTURE_ENTRY, broken={"command": sys.executable, "args": ["-c", "raise SystemExit(1)"]})
     sections = {}
 
     async def main():
@@ -474,23 +635,20 @@ def test_agent_servers_register_deferred_tools_and_list_them_in_the_section():
             first = sections["mcp_servers"]
             await servers.start(nursery)
             await servers.wait_for(servers.servers)
-            call = ToolCall(id="c1", name="mcp__fixture__echo", arguments={"text": "hi"})
-            echoed = await execute_tool_call(call, registry, signal=AbortSignal(), declared=[call.name])
-            failed = await execute_tool_call(ToolCall(id="c2", name="mcp__fixture__fail", arguments={}), registry,
-                                             signal=AbortSignal(), declared=["mcp__fixture__fail"])
+            live = sections["mcp_servers"]
             await servers.close()
-            return first, echoed, failed, [server.client.transport.pid for server in servers.servers]
+            return servers, first, live
 
-    first, echoed, failed, pids = run(main)
+    servers, first, live = run(main)
     assert first == "MCP servers:\n- fixture: connecting, 0 tools\n- broken: connecting, 0 tools"
-    assert registry.exposure_of("mcp__fixture__echo") == "deferred" and registry.declared() == []
-    lines = sections["mcp_servers"].split("\n")
-    assert lines[1].startswith("- fixture: connected, 12 tools: mcp__fixture__echo, mcp__fixture__fail, ")
-    assert lines[2] == "- broken: failed (the MCP server closed the connection (exit status 1)), 0 tools"
-    assert "Answer the text" not in sections["mcp_servers"]  # names only: a reworded description changes nothing
-    assert text_of(echoed) == "hi" and not echoed.is_error and echoed.details == {"server": "fixture", "tool": "echo"}
-    assert failed.is_error and text_of(failed) == "it failed, as it always does"
-    assert all(gone(pid) for pid in pids)
+    names = [name for name in registry.names if name.startswith("mcp__fixture__")]
+    assert len(names) == 12
+    assert live == ("MCP servers:\n- fixture: connected, 12 tools: " + ", ".join(names)
+                    + "\n- broken: failed (the MCP server closed the connection (exit status 1)), 0 tools")
+    assert "Answer the text" not in live  # names only: a reworded description changes nothing
+    assert sections["mcp_servers"] == live  # close does not call on_change: no request follows it
+    servers.servers[0].tools[1:] = []
+    assert servers.section().split("\n")[1] == "- fixture: closed, 1 tool: mcp__fixture__echo"
 
 
 def environment(marker):

@@ -219,6 +219,7 @@ class McpServers:
             self.settle(server, FAILED, client.closed)
 
     def settle(self, server: ServerState, state: str, error: str | None = None) -> None:
+        """Note the server's new state, wake whoever waits for it to settle, and tell on_change."""
         server.state, server.error = state, error
         server.settled.set()
         self.on_change()
@@ -228,6 +229,7 @@ class McpServers:
         await self.wait_for([server for server in self.servers if server.config.exposure == DIRECT])
 
     async def wait_for(self, servers: Sequence[ServerState]) -> None:
+        """Wait, at most `wait` seconds in all, until each of `servers` has settled (connected or failed)."""
         with trio.move_on_after(self.wait):
             for server in servers:
                 await server.settled.wait()
@@ -257,7 +259,11 @@ class McpServers:
         return "\n".join(lines)
 
     async def close(self) -> None:
-        """Close every server; each process is gone when this returns."""
+        """Close every server; each process is gone when this returns.
+
+        on_change is not called: no request follows a close, so the section keeps the
+        last state a request could have shown (closing is not news to the model).
+        """
         self.closing = True
         for server in self.servers:
             if server.client is not None:
