@@ -119,8 +119,9 @@ def find_server() -> Path:
 
 def cache_dir() -> Path:
     """Where the joined weights live: the course's folder in the user's cache, never the checkout."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "tiny-pi-course"
+    from course.run_env import cache_home
+
+    return Path(cache_home())
 
 
 def find_weights(cache: Path) -> Path:
