@@ -340,7 +340,7 @@ def local_model_lines(server: LocalServer) -> list[str]:
         f'  e.g. python -m tiny_pi.agent {server.agent_flags} "What is this project called? Read README.md first."',
         f"  (its context holds {server.context_tokens} tokens: from chapter 11 on, add --context-window {server.context_tokens})",
         f"Starting llama.cpp's server with gemma-3-270m as {server.model!r} ({display_path(server.weights)}):",
-        "  a small base model that makes real tool calls, often wrong ones (the README's table says how often).",
+        "  a small base model: its tool calls are real, its answers were right in none of ten tries (see the README).",
         "It is ready when it prints 'listening on'; Ctrl-C stops it.",
     ]
 
