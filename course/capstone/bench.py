@@ -42,6 +42,14 @@ class Bench:
         self.time_limit = time_limit
         self.api_key = "sk-capstone-" + secrets.token_hex(12)
         self.count = 0
+        # Digits of this run alone: a word a case draws to find its processes by (in /proc) gets them,
+        # since two runs of one seed (a test and its neighbour) may run at once, and one run's sweep
+        # must not see, or kill, the other's processes.
+        self.nonce = f"{secrets.randbelow(10**8):08d}"
+
+    def own(self, word: str) -> str:
+        """`word`, made this run's: the run's digits appended."""
+        return word + self.nonce
 
     def folder(self, name: str = "case") -> Path:
         """A new empty folder for one case (or one part of it)."""
