@@ -5,10 +5,13 @@ file (the side effect the capstone counts), then answers. Two cases, each
 `python -m tiny_pi.agent ... --tools bash --durable run.db` killed and
 started again:
 
-- at a commit: an uninterrupted run first counts the commits of the round
-  trip (and must itself finish); then a fresh run is killed with SIGKILL by
-  chapter 19's hook, `TINY_PI_KILL_AT_COMMIT=N`, at a commit N drawn from
-  them all (a partial, the intent, the result, the reply...);
+- at a commit: the agent is killed with SIGKILL by chapter 19's hook,
+  `TINY_PI_KILL_AT_COMMIT=N`, at a commit N drawn from those of the round
+  trip (a partial, the intent, the result, the reply...): fourteen in the
+  lesson's design, as these servers stream the call in three pieces. An
+  agent whose round trip has fewer commits finishes before N; then its
+  whole run must be right, and a fresh run is killed at a commit drawn
+  from its own;
 - in the middle of the tool: the command kills the agent that runs it
   (`kill -9 $PPID`) once the token is written, so the call has run and its
   result was never committed.
@@ -19,8 +22,9 @@ SQLite (chapter 19's `records` table) and the side-effect file: every entry
 committed before the kill is still there, unchanged; the token is in the
 file exactly once; every call of a reply that was sent has one result; no
 task is left unfinished and the conversation ends in an answer; no request
-carried a reply the crash cut off. `python -m tiny_pi.durable_view` must
-show the finished run, and in the second case the call as interrupted.
+carried a reply the crash cut off. In the second case
+`python -m tiny_pi.durable_view` must also show the run to its answer, with
+the call marked as interrupted.
 """
 
 from __future__ import annotations
@@ -42,6 +46,9 @@ from course.capstone.seeds import Draw
 
 AT_COMMIT, IN_TOOL = "at-commit", "in-tool"
 KILLED = -signal.SIGKILL  # how a process killed by SIGKILL ends
+# The commits of this round trip in chapter 19's design: the lesson's twelve, and two more partials
+# (these servers stream the call in three pieces). An agent with fewer gets a second draw among its own.
+ROUND_TRIP = 14
 STORE = "run.db"
 CODES = {
     "E-DURABLE-NO-CRASH": "the agent was not killed at the drawn commit: its store does not call chapter 19's crash "
@@ -124,18 +131,28 @@ def durable_args(server: ScriptedServer, root: Path) -> list[str]:
             "--durable", str(root / STORE)]
 
 
+def drawn_commit(case: CrashCase, commits: int) -> int:
+    return 1 + int(case.fraction * commits)
+
+
+async def first_run(case: CrashCase, server: ScriptedServer, root: Path, bench: Bench, commits: int) -> Finished:
+    """The run that is killed: by the hook, at the drawn one of `commits` commits, or by its own tool."""
+    env = {KILL_VARIABLE: str(drawn_commit(case, commits))} if case.kind == AT_COMMIT else {}
+    return await bench.run("tiny_pi.agent", [*durable_args(server, root), case.prompt], cwd=root, env=env)
+
+
 async def check(case: CrashCase, bench: Bench) -> list[str]:
-    root = bench.folder("root")
-    env: dict[str, str] = {}
     async with bench.model(model(case)) as server:
-        if case.kind == AT_COMMIT:  # an uninterrupted run first: how many commits there are to kill at
-            clean = bench.folder("clean")
-            whole = await bench.run("tiny_pi.agent", [*durable_args(server, clean), case.prompt], cwd=clean)
-            problems = ending(whole) + effect_problems(clean, case) + conversation_problems(peek(clean / STORE))
+        root = bench.folder("root")
+        killed = await first_run(case, server, root, bench, ROUND_TRIP)
+        whole = peek(root / STORE)
+        if case.kind == AT_COMMIT and killed.status == 0 and whole.seq < drawn_commit(case, ROUND_TRIP):
+            # a round trip of fewer commits than the lesson's, done whole: kill again, at one of its own
+            problems = effect_problems(root, case) + conversation_problems(whole)
             if problems:
                 return problems
-            env[KILL_VARIABLE] = str(1 + int(case.fraction * peek(clean / STORE).seq))
-        killed = await bench.run("tiny_pi.agent", [*durable_args(server, root), case.prompt], cwd=root, env=env)
+            root = bench.folder("root")
+            killed = await first_run(case, server, root, bench, whole.seq)
         before = peek(root / STORE).entries
         requests = len(server.requests)
         prompted = any(isinstance(entry, dict) and (entry.get("message") or {}).get("role") == "user"
@@ -150,7 +167,7 @@ async def check(case: CrashCase, bench: Bench) -> list[str]:
     if any(sum(message.get("role") == "assistant" for message in messages(request)) > 1
            for request in server.requests[requests:]):
         codes.append("E-DURABLE-RESENT")  # this conversation has one reply before its last request
-    if not codes:
+    if not codes and case.kind == IN_TOOL:
         codes += await viewed(case, root, bench)
     return list(dict.fromkeys(codes))
 
@@ -190,11 +207,9 @@ def conversation_problems(stored: Stored) -> list[str]:
 
 
 async def viewed(case: CrashCase, root: Path, bench: Bench) -> list[str]:
-    """The viewer shows the run to its answer, and a call cut off in the middle as interrupted."""
+    """The viewer shows the run to its answer, and the call cut off in the middle as interrupted."""
     shown = await bench.run("tiny_pi.durable_view", [str(root / STORE)], cwd=root)
-    if shown.status != 0 or case.answer not in shown.stdout:
-        return ["E-DURABLE-VIEW"]
-    if case.kind == IN_TOOL and "(interrupted)" not in shown.stdout:
+    if shown.status != 0 or case.answer not in shown.stdout or "(interrupted)" not in shown.stdout:
         return ["E-DURABLE-VIEW"]
     return []
 

@@ -16,22 +16,25 @@ model may be asked, and the run ends in its error (exit 1).
 The state case needs a virtual model that keeps a state, which chapter 18's
 command line does not offer (a fallback keeps none); a course script,
 router_driver.py, builds it from the lesson's own names (a Rotation whose
-Nth request goes to the Nth model of a drawn order) and runs it three times
-on one session: prompts; the session reopened, more prompts; the session
-reopened at a branch, at the state a drawn earlier reply left. Every
-request must reach the server its handed state says: the count goes on
-across the reopen, and on the branch it goes on from that branch's state,
-not from the end of the file. The order is drawn so that a lost state, or
-one read from the end of the file, sends some prompt to another server.
+Nth request goes to the Nth model of a drawn order) and runs it on a
+session (one router_state entry per request: each changes the state),
+then, side by side on two copies of that session, reopened, and reopened
+at a branch, at the state a drawn earlier reply left. Every request must
+reach the server its handed state says: the count goes on across the
+reopen, and on the branch it goes on from that branch's state, not from the
+end of the file. The order is drawn so that a lost state, or one read from
+the end of the file, sends some prompt to another server.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any, Sequence
 
+import trio
 from attrs import frozen
 
 from course.capstone.bench import Bench
@@ -75,21 +78,25 @@ class StateCase:
     runs: tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]  # prompts: first, reopened, at the branch
     branch_at: int  # the branch starts after the state of the first run's request `branch_at` (from 1)
 
+    def routed(self, start: int, prompts: Sequence[str]) -> dict[str, str]:
+        """Where each prompt goes when the state handed to its first route counts `start` requests."""
+        return {prompt: self.order[(start + number) % len(self.order)] for number, prompt in enumerate(prompts, 1)}
+
     def expected(self) -> list[dict[str, str]]:
-        """For each run, which model each prompt must reach."""
+        """For each run, which model each prompt must reach: the reopen and the branch each go on
+        (on copies of the session after the first run) from the state their branch holds."""
         first, again, branch = self.runs
-        starts = (0, len(first), self.branch_at)
-        return [{prompt: self.order[(start + number) % len(self.order)] for number, prompt in enumerate(run, 1)}
-                for start, run in zip(starts, self.runs)]
+        return [self.routed(0, first), self.routed(len(first), again), self.routed(self.branch_at, branch)]
 
-    def mistaken(self) -> list[list[dict[str, str]]]:
-        """What a lost state, or the state at the end of the file, would route instead (each must differ)."""
+    def mistaken(self) -> list[dict[str, str]]:
+        """What a lost state would route instead, or, at the branch, the state at the end of the file."""
         first, again, branch = self.runs
+        return [self.routed(0, again), self.routed(0, branch), self.routed(len(first), branch)]
 
-        def routed(start: int, run: Sequence[str]) -> dict[str, str]:
-            return {prompt: self.order[(start + number) % len(self.order)] for number, prompt in enumerate(run, 1)}
-
-        return [[routed(0, again)], [routed(0, branch), routed(len(first) + len(again), branch)]]
+    def telling(self) -> bool:
+        """Whether each mistake sends some prompt to another model than the one expected."""
+        _, again, branch = self.expected()
+        return all(wrong not in (again, branch) for wrong in self.mistaken())
 
 
 def failure(draw: Draw, kind: str) -> Failure:
@@ -103,7 +110,7 @@ def failure(draw: Draw, kind: str) -> Failure:
         return Failure(draw.choice((500, 502, 503, 504)), draw.words(4))
     if way == "usage limit":
         words = draw.choice(("You have reached your usage limit", "Your quota is exhausted"))
-        return Failure(draw.choice((400, 402, 403, 429)), f"{words} {draw.words(2)}")
+        return Failure(draw.choice((400, 402, 403)), f"{words} {draw.words(2)}")  # a status that alone says no
     return Failure(None, draw.word())
 
 
@@ -120,14 +127,13 @@ def fallback_case(draw: Draw, kind: str) -> FallbackCase:
 def state_case(draw: Draw) -> StateCase:
     ids = distinct_words(draw, draw.integer(2, 3) + 1)
     virtual, models = ids[-1], tuple(ids[:-1])
-    runs = (tuple(draw.words(5) for _ in range(draw.integer(2, 3))), tuple(draw.words(5) for _ in range(2)),
+    runs = (tuple(draw.words(5) for _ in range(draw.integer(2, 3))), (draw.words(5), draw.words(5)),
             (draw.words(5), draw.words(5)))
     branch_at = draw.integer(1, len(runs[0]) - 1)
     while True:  # an order under which every mistake routes some prompt elsewhere
         order = tuple(draw.choice(models) for _ in range(draw.integer(3, 5)))
         case = StateCase(virtual, models, order, runs, branch_at)
-        expected = case.expected()
-        if all(wrong != expected[run] for run, wrongs in zip((1, 2), case.mistaken()) for wrong in wrongs):
+        if case.telling():
             return case
 
 
@@ -196,39 +202,39 @@ async def shows_models(case: FallbackCase, session: Path, folder: Path, bench: B
 
 
 async def reopened(case: StateCase, bench: Bench) -> list[str]:
-    """The driver three times on one session: first, reopened, reopened at a branch."""
+    """The driver on one session, then side by side on two copies of it: reopened, and at a branch."""
     folder = bench.folder("cwd")
-    session = folder / "session.jsonl"
-    answers = {model: f"{model} answers." for model in case.models}
+    sessions = [folder / "session.jsonl", folder / "session.jsonl", folder / "branch.jsonl"]
 
     def reply(model: str) -> Any:
-        return lambda request, number: Answer(text=answers[model])
+        return lambda request, number: Answer(text=f"{model} answers.")
+
+    async def drive(run: int, branch: str | None, found: list[str]) -> None:
+        spec = folder / f"run-{run}.json"
+        spec.write_text(json.dumps({
+            "session": str(sessions[run]), "branch": branch, "virtual": case.virtual, "order": list(case.order),
+            "models": {model: server.base_url for model, server in servers.items()}, "prompts": list(case.runs[run]),
+        }), encoding="utf-8")
+        found += ending(await bench.script(DRIVER, [str(spec)], cwd=folder))
+        reached = {prompt: [model for model, server in servers.items()
+                            for request in server.requests if last_user_text(request) == prompt]
+                   for prompt in case.runs[run]}
+        if reached != {prompt: [model] for prompt, model in case.expected()[run].items()}:
+            found.append("E-ROUTER-STATE")
 
     codes: list[str] = []
     async with AsyncExitStack() as stack:
         servers = {model: await stack.enter_async_context(bench.model(reply(model))) for model in case.models}
-        branch = None
-        for run, (prompts, expected) in enumerate(zip(case.runs, case.expected())):
-            if run == 2:
-                states = router_state_ids(session)
-                if len(states) < len(case.runs[0]):
-                    return codes + ["E-ROUTER-STATE"]
-                branch = states[case.branch_at - 1]
-            spec = folder / f"run-{run}.json"
-            spec.write_text(json.dumps({
-                "session": str(session), "branch": branch, "virtual": case.virtual, "order": list(case.order),
-                "models": {model: server.base_url for model, server in servers.items()}, "prompts": list(prompts),
-            }), encoding="utf-8")
-            codes += ending(await bench.script(DRIVER, [str(spec)], cwd=folder))
-            if run == 0 and len(router_state_ids(session)) != len(prompts):
-                codes.append("E-ROUTER-STATE")
-            reached = {prompt: [model for model, server in servers.items()
-                                for request in server.requests if last_user_text(request) == prompt]
-                       for prompt in prompts}
-            if reached != {prompt: [model] for prompt, model in expected.items()}:
-                codes.append("E-ROUTER-STATE")
-            if codes:
-                break
+        await drive(0, None, codes)
+        states = router_state_ids(sessions[0])
+        if len(states) != len(case.runs[0]):  # each of its requests changed the state once
+            codes.append("E-ROUTER-STATE")
+        if codes:
+            return list(dict.fromkeys(codes))
+        shutil.copyfile(sessions[0], sessions[2])
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(drive, 1, None, codes)
+            nursery.start_soon(drive, 2, states[case.branch_at - 1], codes)
     return list(dict.fromkeys(codes))
 
 
