@@ -176,7 +176,7 @@ def crash_codes(case: CrashCase, killed: Finished) -> list[str]:
     """The kill itself: by the hook at the drawn commit, or by the tool; nothing else may end the first run."""
     if killed.status == KILLED:
         return ["E-LEFT-RUNNING"] if killed.leftovers else []
-    if case.kind == AT_COMMIT and not killed.timed_out:
+    if case.kind == AT_COMMIT and killed.status == 0:  # it finished: no commit called the hook
         return ["E-DURABLE-NO-CRASH"]
     return ending(killed, (KILLED,))
 

@@ -196,9 +196,10 @@ async def shows_models(case: FallbackCase, session: Path, folder: Path, bench: B
     """Whether the session's tree names the model that failed and the one that answered, on their replies."""
     shown = await bench.run("tiny_pi.session", [str(session)], cwd=folder)
     failed, answered = case.models[case.failing], case.models[case.failing + 1]
-    lines = shown.stdout.splitlines()
-    return shown.status == 0 and any(f"assistant ({failed}):" in line and "[error]" in line for line in lines) \
-        and any(f"assistant ({answered}): {case.answers[case.failing + 1]}" in line for line in lines)
+    lines = shown.stdout.splitlines() if shown.status == 0 else []
+    failure_shown = any(f"assistant ({failed}):" in line and "[error]" in line for line in lines)
+    answer_shown = any(f"assistant ({answered}): {case.answers[case.failing + 1]}" in line for line in lines)
+    return failure_shown and answer_shown
 
 
 async def reopened(case: StateCase, bench: Bench) -> list[str]:
