@@ -189,7 +189,9 @@ class Chapter:
         default=(),
     )
     time_limit: float = key(
-        "Seconds per isolated test run.", default=DEFAULT_TIME_LIMIT, above=0, at_most=MAX_TIME_LIMIT, unit="seconds"
+        "Seconds per isolated run of the chapter's focused tests; the target's one run of every chapter's "
+        "tests gets the sum of their limits.",
+        default=DEFAULT_TIME_LIMIT, above=0, at_most=MAX_TIME_LIMIT, unit="seconds"
     )
     memory_limit: float = key(
         "GiB of memory per isolated test run.",

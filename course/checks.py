@@ -190,11 +190,12 @@ async def _run_copy(
     selection: tuple[str, ...],
     pool: RunPool,
     patch: Path | None = None,
+    time_limit: float | None = None,
 ) -> RunResult:
     with scratch_copy(source, label) as copy:
         if patch is not None:
             await apply_patch(copy, patch)
-        return await pool.run(run_spec(chapter, copy, selection))
+        return await pool.run(run_spec(chapter, copy, selection, time_limit))
 
 
 async def _check_parent(chapter: Chapter, pool: RunPool) -> Check:
@@ -238,7 +239,10 @@ async def _check_target(catalog: Catalog, chapter: Chapter, pool: RunPool) -> li
     # A chapter whose tests it left behind is not re-run: its files are gone from this target.
     earlier = tuple(c for c in catalog.earlier(chapter) if not any(f in gone for f in c.focused_tests))
     files = tuple(dict.fromkeys(f for c in (*earlier, chapter) for f in c.focused_tests))
-    run = await _run_copy(chapter, chapter.target, "target", files, pool)
+    # Each chapter's limit is for its own files: a run of every chapter's files may take their sum,
+    # or a late chapter's limit would have to grow with every chapter before it.
+    limit = sum(c.time_limit for c in (*earlier, chapter))
+    run = await _run_copy(chapter, chapter.target, "target", files, pool, time_limit=limit)
     checks = [lab_check(chapter, lab, run) for lab in chapter.labs]
     checks.append(_count_check(chapter, "focused", "focused tests pass on target", chapter, run))
     for previous in earlier:

@@ -38,7 +38,7 @@ T = TypeVar("T")
 
 # The order a learner meets the commands in; the author's come last.
 ORDER = ("practice", "test", "watch", "hint", "diff", "redlight", "reset", "status", "list", "show",
-         "local-model", "checkpoint", "verify", "dev")
+         "capstone", "local-model", "checkpoint", "verify", "dev")
 
 EPILOG = """\b
 Chapter ids: 3, 03, message-ir and 03-message-ir all name chapter 03.
@@ -515,6 +515,11 @@ def _leaves(group: BaseExceptionGroup) -> list[BaseException]:
 from course.learner_commands import register as _register_learner_commands  # noqa: E402
 
 _register_learner_commands(cli)
+
+# The capstone, the final exam, lives in its own package (course/capstone).
+from course.capstone.command import capstone as _capstone  # noqa: E402
+
+cli.add_command(_capstone)
 
 # The author's tools (`course dev ...`) live apart from the learner's, in course/dev.
 from course.dev.cli import dev as _dev  # noqa: E402

@@ -6,7 +6,9 @@ reports for each test (TestCase.details, sent by the run host), which comes in
 two layouts: pytest's own (`>` marks the line, `E` the error, `file.py:NN: Error` the place) and
 Python's (`File "...", line NN, in f`), which pytest uses for exception
 groups. Both are read into frames; a group with a single exception (trio's
-nurseries wrap every error in one) is shown as that exception.
+nurseries wrap every error in one) is shown as that exception. A live test
+quotes its child's traceback in its assertion message (`E` lines): those
+frames count too, so the pointer names the file the child's traceback names.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from course.results import CRASHED, FAILED, NOT_RUN, PASSED, TIMEOUT, RunResult,
 
 _PYTEST_PLACE = re.compile(r"^(?P<file>[^\s:][^:]*\.py):(?P<line>\d+):(?: (?P<error>.*))?$")
 _PYTHON_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<function>.+)$')
+_ERROR_LINE = re.compile(r"^E(?: |$)")  # pytest's error lines; a quoted traceback's lines follow the `E`
 _EXCEPTION = re.compile(r"^(?P<name>[A-Za-z_][\w.]*(?:Error|Exception|Group|Exit|Interrupt|Warning|Failed|Timeout\w*)?)(?:: (?P<text>.*))?$")
 _GROUP_BORDER = re.compile(r"^\s*\+[-+ \d.]*$")
 _GROUP_BAR = re.compile(r"^\s*\| ?")
@@ -141,8 +144,9 @@ def _unboxed(details: str) -> list[str]:
 
 
 def frames(details: str) -> list[Frame]:
-    """Every frame of the traceback, outermost first, in either layout."""
+    """Every frame of the traceback, outermost first, in either layout; a quoted child's frames last."""
     found: list[Frame] = []
+    inner: list[Frame] = []  # a quoted child's frames: inside the test, so after its own
     lines = _unboxed(details)
     marked = ""
     for index, line in enumerate(lines):
@@ -154,11 +158,13 @@ def frames(details: str) -> list[Frame]:
             found.append(Frame(relative(place.group("file")), int(place.group("line")), marked))
             marked = ""
             continue
-        frame = _PYTHON_FRAME.match(line)
+        quoted = _ERROR_LINE.match(line) is not None  # a child's traceback, quoted in an assertion message
+        frame = _PYTHON_FRAME.match(line[1:] if quoted else line)
         if frame:
-            source = lines[index + 1].strip() if index + 1 < len(lines) else ""
-            found.append(Frame(relative(frame.group("file")), int(frame.group("line")), source))
-    return [f for f in found if "site-packages/" not in f.file and not f.file.startswith("/")]
+            following = lines[index + 1] if index + 1 < len(lines) else ""
+            source = (following[1:] if quoted and _ERROR_LINE.match(following) else following).strip()
+            (inner if quoted else found).append(Frame(relative(frame.group("file")), int(frame.group("line")), source))
+    return [f for f in found + inner if "site-packages/" not in f.file and not f.file.startswith("/")]
 
 
 def error_lines(details: str, message: str) -> list[str]:
@@ -255,7 +261,7 @@ def digest(run: RunResult, chapter: Chapter, max_lines: int = 14, lab: Lab | Non
     size = group_size(case.details)
     if size > 1:
         lines.append(f"({size} errors at once, in an exception group; the first:)")
-    lines += errors[: max(2, max_lines - len(lines) - 2)]
+    lines += shown_errors(errors, max(2, max_lines - len(lines) - 2))
     hint = import_hint(case.details or case.message, chapter)
     if hint:
         lines.append(hint)
@@ -263,6 +269,25 @@ def digest(run: RunResult, chapter: Chapter, max_lines: int = 14, lab: Lab | Non
         lab = next((lab for lab in chapter.labs if lab.selects(case.node_id)), None)
         lines += fix_pointer(chapter, found, lab)
     return [_clip(line) for line in lines]
+
+
+def shown_errors(errors: list[str], room: int) -> list[str]:
+    """At most `room` error lines: the first two, then the end, where a quoted child's own error is.
+
+    A live test's message quotes what its child printed, the child's error
+    last; pytest adds its `assert` lines after it. When a quoted traceback
+    is there, the lines shown end at its exception line, else at the end.
+    """
+    if len(errors) <= room:
+        return errors
+    end = len(errors)
+    frame_lines = [i for i, line in enumerate(errors) if _PYTHON_FRAME.match(line[1:])]
+    if frame_lines:  # the quoted exception: the first unindented-looking error line after the last frame
+        after = range(frame_lines[-1] + 2, len(errors))
+        end = next((i + 1 for i in after if _EXCEPTION.match(errors[i][1:].strip()) and ":" in errors[i]), end)
+    tail = errors[max(2, end - (room - 3)):end]
+    cut = len(errors) - 2 - len(tail)
+    return errors[:2] + [f"E   ... ({cut} lines not shown; `course test -v` shows them all)"] + tail
 
 
 def _clip(line: str) -> str:

@@ -12,6 +12,7 @@ a check: `course diff` exits 0 whenever it compared, whatever differs.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -302,6 +303,9 @@ def _confirmed() -> bool:
 # redlight -------------------------------------------------------------------------
 
 
+EXERCISE_ID = re.compile(r"\d+\.[Rr]\d+")
+
+
 @click.command("redlight")
 @click.argument("chapter_id", **CHAPTER)  # type: ignore[arg-type]
 @click.argument("directory", **DIRECTORY)  # type: ignore[arg-type]
@@ -331,6 +335,9 @@ def redlight_command(ctx: CourseContext, chapter_id: str | None, directory: str 
                          "`course redlight --check` says whether it is green again")
     from course.redlight_loop import instruction_lines
 
+    if exercise_id is None and chapter_id is not None and EXERCISE_ID.fullmatch(chapter_id):
+        # `course redlight 16.R1`, as the lessons name the exercises: the id names its chapter too.
+        exercise_id, chapter_id = chapter_id, chapter_id.split(".")[0]
     place = ctx.locate("redlight", chapter_id, directory)
     chapter = place.chapter
     if not chapter.redlights:

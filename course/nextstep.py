@@ -41,8 +41,8 @@ def next_step(
         return f"run the focused tests: {command('test')}"
     seen = redlights.seen(chapter) if redlights is not None else []
     if seen and not last.ok:
-        redlight = seen[0]
-        return f"restore your code, then run {command('test')}: green again completes {redlight.id}"
+        ids = " and ".join(redlight.id for redlight in seen)
+        return f"restore your code, then run {command('test')}: green again completes {ids}"
     for check in last.checks:
         if check.kind == "lab" and not check.ok and check.lab is not None and chapter.mode == "observe":
             # The learner writes predictions, not code: the way on is the lesson's reasoning, not an edit.

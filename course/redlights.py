@@ -107,9 +107,10 @@ def record(directory: Path, chapter: Chapter, run: RunResult | None, green: bool
     A failure is taken for an exercise only when it can be one: the code was
     green before (the last whole-chapter run before this one passed, however
     many `--lab` runs came in between; `was_green` says so for a record kept
-    before the state held it), `course redlight` was asked about it, or it was already seen. A learner still writing lab 2.2 whose
-    code fails the way 2.R2 documents has not broken anything on purpose, and
-    is not told to "restore" it.
+    before the state held it), `course redlight` was asked about it, or it (or
+    another exercise: its code was green before that one) was already seen. A
+    learner still writing lab 2.2 whose code fails the way 2.R2 documents has not
+    broken anything on purpose, and is not told to "restore" it.
 
     The flag `green` is set and cleared by whole-chapter runs only (`full`): a
     green `--lab` run says nothing of the other labs, a red one does not undo
@@ -118,7 +119,8 @@ def record(directory: Path, chapter: Chapter, run: RunResult | None, green: bool
     state = read(directory, chapter)
     states = dict(state.states)
     seen = recognised(chapter, run) if run is not None and not green else None
-    if seen is not None and not (was_green or state.green or seen.id in state.applied or states.get(seen.id) == SEEN):
+    on_red_lights = any(value in (SEEN, DONE) for value in states.values())  # the labs were green to get there
+    if seen is not None and not (was_green or state.green or seen.id in state.applied or on_red_lights):
         seen = None
     if seen is not None and states.get(seen.id) != DONE:
         states[seen.id] = SEEN
@@ -149,8 +151,11 @@ def forget_green(directory: Path) -> None:
 
 
 def find(chapter: Chapter, exercise_id: str) -> RedLight:
-    """`2.R1`, `r1` or `R1` for chapter 02's first exercise."""
+    """`2.R1`, `02.R1`, `r1` or `R1` for chapter 02's first exercise."""
     wanted = exercise_id.strip().upper()
+    number, dot, rest = wanted.partition(".")
+    if dot and number.isdigit():
+        wanted = f"{int(number)}.{rest}"  # `08.R1`, as chapter ids are written, is 8.R1
     for redlight in chapter.redlights:
         if wanted in (redlight.id.upper(), redlight.id.split(".", 1)[-1].upper()):
             return redlight

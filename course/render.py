@@ -53,6 +53,8 @@ DETAILS = re.compile(r"^<details>\s*(?:<summary>(.*?)</summary>[ \t]*\n)?(.*?)^<
 
 
 HEADING = re.compile(r"^#{1,6} +(.+?)\s*$", re.M)
+# A fenced code block, whose `# comment` lines are code, not headings.
+FENCE = re.compile(r"^(```|~~~).*?^\1[ \t]*$", re.M | re.S)
 
 
 @frozen
@@ -68,8 +70,9 @@ class Fold:
 def folds(text: str) -> list[Fold]:
     """Every `<details>` block, each with the heading of the section it stands in."""
     found = []
+    prose = FENCE.sub(lambda code: re.sub(r"[^\n]", " ", code.group(0)), text)  # the same offsets, no code
     for number, match in enumerate(DETAILS.finditer(text), start=1):
-        headings = HEADING.findall(text, 0, match.start())
+        headings = HEADING.findall(prose, 0, match.start())
         found.append(Fold(number, match.group(1) or "Details", headings[-1] if headings else "", match.group(2)))
     return found
 

@@ -146,7 +146,8 @@ class StatusReport:
         A started chapter not green, or with a red-light exercise left, comes
         first; then the chapter after the last one started; then the first one
         not started (a learner who began in the middle has earlier ones left).
-        When every chapter is done, the course is complete.
+        When every chapter is done, the course is complete, and a course
+        whose agent has a command line (chapter 07 on) offers its capstone.
         """
         started = [p for p in self.chapters if p.state != NOT_STARTED]
         for progress in started:
@@ -160,7 +161,9 @@ class StatusReport:
         if after or later:
             return (after or later)[0].next_step()
         if started:
-            return f"the course is complete: all {len(started)} chapters are green, their red lights done"
+            done = f"the course is complete: all {len(started)} chapters are green, their red lights done"
+            exam = "; the final exam of your agent: `course capstone`" if started[-1].chapter.number >= 7 else ""
+            return done + exam
         return "add a chapter"
 
     def summary(self) -> str:

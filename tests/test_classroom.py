@@ -34,12 +34,14 @@ class Invalid(AssertionError):
     """A document the schema does not allow, with the path to the offending value."""
 
 
-def validate(value: object, schema: dict, where: str = "$") -> None:
+def validate(value: object, schema: dict, where: str = "$", root: dict | None = None) -> None:
     """The subset of JSON Schema the contract uses: type, const, enum, required, properties,
-    additionalProperties, items, minItems, minimum and local $ref (jsonschema is no dependency)."""
+    additionalProperties, items, minItems, minimum and local $ref (jsonschema is no dependency).
+    `root` holds the $defs a $ref names: course-test's schema unless another is given."""
+    root = SCHEMA if root is None else root
     if "$ref" in schema:
         name = schema["$ref"].removeprefix("#/$defs/")
-        return validate(value, SCHEMA["$defs"][name], where)
+        return validate(value, root["$defs"][name], where, root)
     types = schema.get("type")
     if types is not None:
         allowed = [types] if isinstance(types, str) else types
@@ -58,14 +60,14 @@ def validate(value: object, schema: dict, where: str = "$") -> None:
         properties = schema.get("properties", {})
         for key, item in value.items():
             if key in properties:
-                validate(item, properties[key], f"{where}.{key}")
+                validate(item, properties[key], f"{where}.{key}", root)
             elif isinstance(schema.get("additionalProperties"), dict):
-                validate(item, schema["additionalProperties"], f"{where}.{key}")
+                validate(item, schema["additionalProperties"], f"{where}.{key}", root)
     if isinstance(value, list):
         if len(value) < schema.get("minItems", 0):
             raise Invalid(f"{where}: fewer than {schema['minItems']} items")
         for index, item in enumerate(value):
-            validate(item, schema.get("items", {}), f"{where}[{index}]")
+            validate(item, schema.get("items", {}), f"{where}[{index}]", root)
     return None
 
 
@@ -113,7 +115,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def run_workflow(site: Path, directory: Path, tmp_path: Path, **override: str) -> list[subprocess.CompletedProcess[str]]:
     """Each step of the workflow in DIRECTORY as Actions runs it (bash -eo pipefail), until one fails;
-    the Points steps (one per lab) all run once the verdict is there, as the grader runs each."""
+    the Points steps (one per lab, then the capstone's) all run once the verdict is there, as the grader runs each."""
     env, runs, points = workflow_steps(WORKFLOW.read_text())
     install, *steps = runs
     assert install == 'python -m pip install "$COURSE_SPEC"' and env["COURSE_SPEC"].startswith("git+https://")
@@ -134,10 +136,19 @@ def _bash(line: str, directory: Path, env: dict[str, str]) -> subprocess.Complet
                           env=env, capture_output=True, text=True, timeout=300)
 
 
-def points_of(steps: list[subprocess.CompletedProcess[str]]) -> int:
-    """The score the reporter hands Classroom: each lab's max-score when its step passed."""
-    scores = [int(score) for score in re.findall(r"^\s+max-score: (\d+)$", WORKFLOW.read_text(), re.M)]
+def points_of(steps: list[subprocess.CompletedProcess[str]], capstone: bool = False) -> int:
+    """The score the reporter hands Classroom: each Points step's max-score when it passed (the labs',
+    then the capstone's, whose max-score is 10 where CAPSTONE is "yes" and 0 elsewhere)."""
+    text = WORKFLOW.read_text()
+    scores = [int(score) for score in re.findall(r"^\s+max-score: (\d+)$", text, re.M)]
+    assert re.search(r"^\s+max-score: \$\{\{ env.CAPSTONE == 'yes' && 10 \|\| 0 \}\}$", text, re.M)
+    scores.append(10 if capstone else 0)
     return sum(score for score, step in zip(scores, steps, strict=True) if step.returncode == 0)
+
+
+def lab_commands(commands: list[str]) -> list[str]:
+    """The Points steps of the labs (the capstone's is the one that reads course-capstone.json)."""
+    return [command for command in commands if "course-capstone.json" not in command]
 
 
 def chapter_of_the_workflow() -> str:
@@ -150,7 +161,8 @@ def test_a_green_practice_dir_gets_a_valid_verdict_and_the_points(installed: Pat
     for name in chapter.teaching_files:
         (directory / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(chapter.target / name, directory / name)
-    verdict, *points = run_workflow(installed, directory, tmp_path)
+    verdict, capstone, *points = run_workflow(installed, directory, tmp_path)
+    assert capstone.returncode == 0, capstone.stderr  # CAPSTONE is not yes: a step that does nothing
     assert verdict.returncode == 0, verdict.stderr
     document = json.loads((directory / "course-test.json").read_text())
     validate(document, SCHEMA)
@@ -159,18 +171,20 @@ def test_a_green_practice_dir_gets_a_valid_verdict_and_the_points(installed: Pat
     assert [check["lab"] for check in document["checks"] if check["kind"] == "lab"] == [lab.id for lab in chapter.labs]
     assert all(step.returncode == 0 for step in points), [step.stderr for step in points]
     assert points_of(points) == 10 * len(chapter.labs)
+    assert not (directory / "course-capstone.json").exists(), "CAPSTONE is not yes: the capstone did not run"
 
 
 def test_a_red_practice_dir_is_a_verdict_without_the_points(installed: Path, tmp_path: Path) -> None:
     """Exit 1 (not green) is a verdict: the verdict step passes, the Points step does not."""
     chapter = load_catalog(REPO).resolve(chapter_of_the_workflow())
     directory = made_practice(REPO, chapter.nn, tmp_path / "learner")
-    verdict, *points = run_workflow(installed, directory, tmp_path)
+    verdict, capstone, *points = run_workflow(installed, directory, tmp_path)
+    assert capstone.returncode == 0, capstone.stderr  # CAPSTONE is not yes: a step that does nothing
     assert verdict.returncode == 0, verdict.stderr
     document = json.loads((directory / "course-test.json").read_text())
     validate(document, SCHEMA)
     assert document["ok"] is False and document["passed_checks"] < document["total_checks"]
-    assert [step.returncode for step in points] == [1] * len(chapter.labs)
+    assert [step.returncode for step in points] == [1] * len(chapter.labs) + [0]  # the capstone: 0 of 0
     assert points_of(points) == 0
 
 
@@ -178,11 +192,13 @@ def test_the_workflow_grades_exactly_the_labs_of_its_chapter() -> None:
     """One Points step per lab, in chapter.toml's order: a lab added or renamed fails here."""
     chapter = load_catalog(REPO).resolve(chapter_of_the_workflow())
     _, _, commands = workflow_steps(WORKFLOW.read_text())
-    named = [re.search(r"c\['lab'\] == '([^']+)'", command).group(1) for command in commands]  # type: ignore[union-attr]
+    named = [re.search(r"c\['lab'\] == '([^']+)'", command).group(1) for command in lab_commands(commands)]  # type: ignore[union-attr]
     assert named == [lab.id for lab in chapter.labs]
+    assert commands[-1] not in lab_commands(commands), "the capstone's Points step comes last"
     text = WORKFLOW.read_text()
     assert re.findall(r"^\s+max-score: (\d+)$", text, re.M) == ["10"] * len(chapter.labs)
-    ids = re.findall(r"^\s+id: (lab\d+)$", text, re.M)
+    ids = re.findall(r"^\s+id: (lab\d+|capstone)$", text, re.M)
+    assert ids[-1] == "capstone" and len(ids) == len(chapter.labs) + 1
     assert re.search(r"^\s+runners: (.+)$", text, re.M).group(1) == ",".join(ids)  # type: ignore[union-attr]
     for step in ids:
         assert f'{step.upper()}_RESULTS: "${{{{steps.{step}.outputs.result}}}}"' in text
@@ -197,14 +213,15 @@ def test_a_half_finished_practice_dir_gets_the_points_of_its_green_labs(installe
         if name != "tiny_pi/messages/transcript.py":
             (directory / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(chapter.target / name, directory / name)
-    verdict, *points = run_workflow(installed, directory, tmp_path)
+    verdict, capstone, *points = run_workflow(installed, directory, tmp_path)
+    assert capstone.returncode == 0, capstone.stderr  # CAPSTONE is not yes: a step that does nothing
     assert verdict.returncode == 0, verdict.stderr
     document = json.loads((directory / "course-test.json").read_text())
     validate(document, SCHEMA)
     assert document["ok"] is False
     assert [(check["lab"], check["ok"]) for check in document["checks"] if check["kind"] == "lab"] == \
         [("3.1", True), ("3.2", True), ("3.3", False)]
-    assert [step.returncode for step in points] == [0, 0, 1]
+    assert [step.returncode for step in points] == [0, 0, 1, 0]
     assert points_of(points) == 20
 
 

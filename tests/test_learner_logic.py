@@ -295,3 +295,72 @@ def test_status_after_the_last_chapter_names_the_first_chapter_not_done_or_says_
                                  RedLightState(CHAPTER.name, {"1.R1": "done"}))
     assert StatusReport((first_done, finished)).next_step() == (
         "the course is complete: all 2 chapters are green, their red lights done")
+
+
+# A live test whose child crashed: pytest quotes the child's output, its traceback last, in the
+# assertion message, after a long terminal transcript; the child's frames are in a file of an
+# earlier chapter (older.py) and in this chapter's teaching file (adder.py).
+LIVE_DETAILS = "\n".join([
+    "def test_add_small():",
+    "        done = run_agent()",
+    ">       assert done.returncode == 0, done.output",
+    "E       AssertionError: welcome to the agent",
+    *[f"E         > line {number} of what the terminal showed" for number in range(1, 31)],
+    "E         Traceback (most recent call last):",
+    'E           File "/home/me/p 13/tiny_pi/adder.py", line 7, in main',
+    "E             check_stdin()",
+    'E           File "/home/me/p 13/tiny_pi/older.py", line 3, in check_stdin',
+    "E             raise RuntimeError('stdin is not a terminal')",
+    "E         RuntimeError: stdin is not a terminal",
+    "E       assert 1 == 0",
+    "E        +  where 1 = CompletedProcess(args=[...], returncode=1).returncode",
+    "",
+    "tests/test_01_adder.py:3: AssertionError",
+])
+
+
+def test_a_live_tests_quoted_traceback_is_where_the_pointer_and_the_shown_end_come_from() -> None:
+    """The child's traceback names the file; its error line is shown, not cut off after the transcript's start.
+
+    Before: the pointer named the lab's teaching file whatever the child's
+    traceback said, and the digest showed the first twelve lines of the quoted
+    terminal text, so the child's RuntimeError was never on screen.
+    """
+    assert [(f.place, f.source) for f in frames(LIVE_DETAILS)] == [
+        ("tests/test_01_adder.py:3", "assert done.returncode == 0, done.output"),
+        ("tiny_pi/adder.py:7", "check_stdin()"),
+        ("tiny_pi/older.py:3", "raise RuntimeError('stdin is not a terminal')"),
+    ]
+    lines = digest(_run(LIVE_DETAILS, "AssertionError: welcome"), CHAPTER)
+    assert len(lines) <= 14, lines
+    assert "E         RuntimeError: stdin is not a terminal" in lines, lines
+    assert "E       AssertionError: welcome to the agent" in lines  # the start, then a line that says what is cut
+    assert any(line.startswith("E   ... (") and "lines not shown; `course test -v` shows them all)" in line
+               for line in lines), lines
+    assert lines[-2:] == ["in your code: tiny_pi/adder.py:7: check_stdin()",
+                          "  (it surfaced in tiny_pi/older.py:3, code of an earlier chapter)"]
+
+
+def test_a_second_red_light_is_recognised_while_the_first_waits_for_its_green(tmp_path: Path) -> None:
+    """1.R1 seen, restored and checked by a `--lab` run only, then 1.R2 broken: the run shows 1.R2.
+
+    Before: the last whole-chapter run was red (1.R1), so 1.R2's failure was
+    taken for unfinished work, and the learner was told to restore 1.R1.
+    """
+    import attrs
+    from course import redlights
+
+    first = CHAPTER.redlights[0]
+    second = attrs.evolve(first, id="1.R2", fragment="assert 5 == 3")
+    chapter = attrs.evolve(CHAPTER, redlights=(first, second))
+    one = _run("E   assert -1 == 3\ntests/test_01_adder.py:2: AssertionError", "assert -1 == 3")
+    two = _run("E   assert 5 == 3\ntests/test_01_adder.py:2: AssertionError", "assert 5 == 3")
+    assert redlights.record(tmp_path, chapter, one, green=False, full=True, was_green=True).seen == first
+    redlights.record(tmp_path, chapter, None, green=True, full=False)  # the restore, seen by a lab's run only
+    assert redlights.record(tmp_path, chapter, two, green=False, full=True).seen == second
+    state = redlights.read(tmp_path, chapter)
+    assert state.states == {"1.R1": "seen", "1.R2": "seen"}
+    red = LastTest(chapter.name, "/p", False, None, ())
+    assert next_step(chapter, red, state).endswith("green again completes 1.R1 and 1.R2")
+    restored = redlights.record(tmp_path, chapter, None, green=True, full=True)
+    assert [r.id for r in restored.done] == ["1.R1", "1.R2"]

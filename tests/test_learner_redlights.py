@@ -75,6 +75,23 @@ def test_check_sees_the_break_made_by_hand_and_then_the_restore(mini_course: Pat
     assert "red lights 1/1" in status, status
 
 
+def test_the_exercise_id_alone_names_its_chapter(mini_course: Path, learner: Path, tmp_path: Path) -> None:
+    """`course redlight 1.R1`, the way lessons and cards name an exercise, is `course redlight 01 --id 1.R1`.
+
+    Before: the id was taken for a chapter id, "no chapter '1.R1'" (a trial learner's finding).
+    """
+    (learner / "tiny_pi/adder.py").write_text(BROKEN)
+    here = mini(mini_course, "redlight", "1.R1", "--check", cwd=learner)
+    elsewhere = mini(mini_course, "redlight", "1.r1", str(learner), "--check", cwd=tmp_path)
+    for seen in (here, elsewhere):
+        assert seen.returncode == 0, seen.stdout + seen.stderr
+        assert seen.stdout.startswith("Red light 1.R1 seen, as the lesson predicted"), seen.stdout
+    padded = mini(mini_course, "redlight", "--id", "01.R1", "--check", cwd=learner)
+    assert padded.returncode == 0 and padded.stdout.startswith("Red light 1.R1 seen"), padded.stdout + padded.stderr
+    other = mini(mini_course, "redlight", "1.R7", "--check", cwd=learner)
+    assert other.returncode == 2 and "has no red-light exercise '1.R7'; its exercises are: 1.R1" in other.stderr
+
+
 def test_a_red_run_of_another_kind_is_not_the_red_light(mini_course: Path, learner: Path) -> None:
     (learner / "tiny_pi/adder.py").write_text(OTHER_BREAK)
     other = check(mini_course, learner)

@@ -150,3 +150,22 @@ def course_show(chapter) -> str:  # type: ignore[no-untyped-def]
     result = mini(REPO, "show", chapter.nn)
     assert result.returncode == 0, result.stderr
     return result.stdout
+
+
+def test_a_fold_names_its_section_not_a_comment_in_the_code_above_it(mini_course: Path) -> None:
+    """A `# comment` inside a fenced block is code: the fold stands in the section whose heading is prose.
+
+    Before: chapter 17's first four folds said they stood in "not-run: the signatures",
+    the comment line of the code block above each.
+    """
+    lesson = mini_course / LESSON
+    lesson.write_text(lesson.read_text().replace(
+        "| Call | Result |",
+        "## Adding, predicted\n\n```python\n# not-run: the signature\ndef add(a, b): ...\n```\n\n"
+        "**Predict first.** What does `add(10, 20)` give?\n"
+        "<details><summary>The answer (open after your prediction)</summary>\n\nThirty, of course.\n</details>\n\n"
+        "| Call | Result |"))
+    opened = mini(mini_course, "show", "1", "--answer", "1")
+    assert opened.returncode == 0, opened.stderr
+    assert opened.stdout.startswith("## Adding, predicted\n"), opened.stdout
+    assert "(in: Adding, predicted)" in mini(mini_course, "show", "1", "--answer").stdout

@@ -338,3 +338,31 @@ def test_verify_judges_every_run_after_one_that_killed_its_host(mini_course: Pat
     for check in checks:
         if not check["ok"]:
             assert "did a test kill the process that supervises it?" in check["actual"], check
+
+
+def test_the_targets_run_of_every_chapters_tests_gets_the_sum_of_their_time_limits(tmp_path: Path, monkeypatch) -> None:
+    """A late chapter's target runs every earlier chapter's files too: each file keeps its own chapter's budget.
+
+    Before: that run had only the late chapter's own limit, so each new chapter
+    made it longer while its limit stayed, and a loaded machine ran out of it.
+    """
+    from course import checks
+    from tool_helpers import chain_course
+
+    root = chain_course(tmp_path)
+    for name, limit in (("01-adder", 7), ("02-multiplier", 11)):
+        toml = root / "checkpoints" / name / "chapter.toml"
+        toml.write_text(toml.read_text().replace("\nslug = ", f"\ntime_limit = {limit}\nslug = ", 1))
+    limits: dict[tuple[str, ...], list[float]] = {}
+    original = checks.run_spec
+
+    def recording(chapter, directory, selection, *args, **kwargs):  # type: ignore[no-untyped-def]
+        spec = original(chapter, directory, selection, *args, **kwargs)
+        limits.setdefault(tuple(selection), []).append(spec.time_limit)
+        return spec
+
+    monkeypatch.setattr(checks, "run_spec", recording)
+    result = mini(root, "checkpoint", "2")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert limits[("tests/test_01_adder.py", "tests/test_02_multiplier.py")] == [7 + 11]
+    assert set(limits[("tests/test_02_multiplier.py",)]) == {11}  # the parent and the red lights: its own

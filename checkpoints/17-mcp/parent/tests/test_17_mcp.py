@@ -185,11 +185,14 @@ def test_transport_a_command_that_cannot_run_is_an_oserror():
         run(main)
 
 
-@pytest.mark.parametrize("flags, status", [([], 0), (["--linger", "eof"], -15), (["--linger", "term"], -9)],
-                         ids=["stdin", "sigterm", "sigkill"])
-def test_transport_close_ends_stdin_then_sigterm_then_sigkill_and_the_server_is_gone(flags, status):
+# A server that exits at the end of its input gets a long grace: a loaded machine may take seconds to
+# end a Python process, and close must not send SIGTERM while it is on its way out. The two that linger
+# get a short one: each grace is waited in full.
+@pytest.mark.parametrize("flags, status, grace", [([], 0, 10.0), (["--linger", "eof"], -15, 0.5),
+                                                  (["--linger", "term"], -9, 0.5)], ids=["stdin", "sigterm", "sigkill"])
+def test_transport_close_ends_stdin_then_sigterm_then_sigkill_and_the_server_is_gone(flags, status, grace):
     async def main():
-        transport = await StdioTransport.start([*FIXTURE, *flags], grace=0.5)
+        transport = await StdioTransport.start([*FIXTURE, *flags], grace=grace)
         await transport.send(initialize_request())
         await transport.receive()
         started = trio.current_time()
@@ -199,7 +202,7 @@ def test_transport_close_ends_stdin_then_sigterm_then_sigkill_and_the_server_is_
     transport, exit_status, seconds = run(main)
     assert exit_status == status and gone(transport.pid)
     steps = {0: 0, -15: 1, -9: 2}[status]  # how many graces passed before the server was gone
-    assert seconds >= 0.5 * steps
+    assert seconds >= grace * steps
 
 
 # Lab 17.3: the client, the handshake and every request's one way out ---------------------------
@@ -601,3 +604,84 @@ def test_agent_a_bad_config_or_a_server_that_will_not_start_is_one_line_and_exit
     assert done.returncode == status and line in stderr, stderr
     assert len(stderr.strip().splitlines()) == 1 and "Traceback" not in stderr
     assert requests == [] and left == []
+
+
+def eval_task(tmp_path, task_toml, config=None):
+    """TASKS/mcp/ with `task_toml` (and mcp.json beside it), and an --out DIR for the harness."""
+    task = tmp_path / "tasks" / "mcp"
+    (task / "workspace").mkdir(parents=True)
+    (task / "task.toml").write_text(task_toml, encoding="utf-8")
+    if config is not None:
+        (task / "mcp.json").write_text(json.dumps(config), encoding="utf-8")
+    return tmp_path / "tasks", tmp_path / "out"
+
+
+def evaluate(tasks, out, reply):
+    """python -m tiny_pi.eval TASKS against a loopback model; the process and the requests it got."""
+    requests = []
+    marker = f"mcp-eval-{os.getpid()}-{out.parent.name}"
+
+    async def record(stream, body):
+        requests.append(body)
+        await reply(stream, body)
+
+    async def main():
+        async with trio.open_nursery() as nursery:
+            server = await LoopbackServer(record).start(nursery)
+            command = [sys.executable, "-m", "tiny_pi.eval", str(tasks), "--base-url", server.base_url,
+                       "--model", "loopback", "--out", str(out)]
+            done = await trio.run_process(command, cwd=PROJECT, env=environment(marker), capture_stdout=True,
+                                          capture_stderr=True, check=False)
+            nursery.cancel_scope.cancel()
+        return done
+
+    return run(main), requests, processes_with(marker)
+
+
+async def echo_then_write(stream, body):
+    """Search for echo, call it, write what it said into NAME.txt, then answer."""
+    results = [message for message in body["messages"] if message["role"] == "tool"]
+    steps = [
+        ("tool_search", {"query": "echo some text"}),
+        ("mcp__fixture__echo", {"text": "tiny-pi"}),
+        ("write", {"path": "NAME.txt", "content": results[-1]["content"] if results else ""}),
+    ]
+    if len(results) < len(steps):
+        name, arguments = steps[len(results)]
+        payloads = [*tool_call_chunks(f"call_{len(results) + 1}", name, json.dumps(arguments)), chunk(finish_reason="tool_calls")]
+    else:
+        payloads = [chunk({"role": "assistant", "content": "Done."}), chunk(finish_reason="stop")]
+    await send_payloads(stream, payloads)
+
+
+def test_agent_eval_a_task_reaches_an_mcp_tool_through_tool_search_and_is_judged(tmp_path):
+    """Chapter 14's harness measures the agent with the new tools: a task's defer, codemode and mcp_config."""
+    tasks, out = eval_task(tmp_path, (
+        'prompt = "Echo the name and write it into NAME.txt."\ntools = ["read", "write"]\ndefer = ["edit"]\n'
+        'codemode = true\nmcp_config = "mcp.json"\nmax_turns = 6\n\n[[checks]]\npath = "NAME.txt"\ncontains = "tiny-pi"\n'
+    ), {"mcpServers": {"fixture": {"command": FIXTURE[0], "args": FIXTURE[1:]}}})
+    done, requests, left = evaluate(tasks, out, echo_then_write)
+
+    assert done.returncode == 0, done.stdout.decode() + done.stderr.decode()
+    assert done.stdout.decode().startswith("PASS mcp\n")
+    declared = [[tool["function"]["name"] for tool in request.get("tools", [])] for request in requests]
+    assert declared[0] == ["read", "write", "tool_search", "codemode"]  # edit and the MCP tools: deferred
+    assert "mcp__fixture__echo" in declared[1]  # found by the search, declared from the next request
+    assert (out / "mcp" / "workspace" / "NAME.txt").read_text() == "tiny-pi"
+    assert left == []  # the MCP server and the codemode worker: ended with the agent
+
+
+@pytest.mark.parametrize("keys, config, words", [
+    ('defer = ["read"]', None, "defer: read is in --tools too"),
+    ('defer = "edit"', None, "defer: must be a list of tool names"),
+    ('codemode = "yes"', None, "codemode: must be true or false, got 'yes'"),
+    ('mcp_config = "../mcp.json"', None, "mcp_config: '../mcp.json' is outside the task's directory"),
+    ('mcp_config = "mcp.json"', {"servers": {}}, 'mcp_config: --mcp-config'),
+], ids=["defer-in-tools", "defer-not-a-list", "codemode-not-a-bool", "config-outside", "config-not-valid"])
+def test_agent_eval_a_task_with_bad_new_keys_is_refused_before_anything_runs(tmp_path, keys, config, words):
+    tasks, out = eval_task(tmp_path, f'prompt = "Hello."\n{keys}\nmax_turns = 2\n\n[[checks]]\ncommand = "true"\n', config)
+    done, requests, left = evaluate(tasks, out, echo_then_write)
+
+    stderr = done.stderr.decode()
+    assert done.returncode == 2 and words in stderr, stderr
+    assert len(stderr.strip().splitlines()) == 1 and requests == [] and not out.exists()

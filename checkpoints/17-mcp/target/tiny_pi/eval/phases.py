@@ -138,7 +138,7 @@ def execute(task: Task, settings: Settings, evidence: Path) -> Finished:
         *settings.agent, "--base-url", settings.base_url, "--model", settings.model,
         "--root", str(evidence / COPY), "--session", str(evidence / SESSION),
         "--user-root", str(evidence / USER_ROOT),
-        "--tools", ",".join(task.tools), "--max-turns", str(task.max_turns), "--", task.prompt,
+        "--tools", ",".join(task.tools), "--max-turns", str(task.max_turns), *new_tool_flags(task), "--", task.prompt,
     ]
     try:
         finished = run_limited(argv, evidence / COPY, task.time_limit, agent_environment(evidence / USER_ROOT))
@@ -166,6 +166,13 @@ def agent_environment(home: Path) -> dict[str, str]:
         **kept, "PATH": os.pathsep.join(path), "HOME": str(home), "PYTHONPATH": source,
         "PYTHONUSERBASE": site.getuserbase(), "PYTHONUNBUFFERED": "1",  # agent.log keeps all, even after a kill
     }
+
+
+def new_tool_flags(task: Task) -> list[str]:
+    """The flags of chapters 15-17 that the task asks for: deferred tools, codemode, MCP servers."""
+    flags = ["--defer", ",".join(task.defer)] if task.defer else []
+    flags += ["--codemode"] if task.codemode else []
+    return flags + (["--mcp-config", str(task.mcp_config)] if task.mcp_config is not None else [])
 
 
 def refuse_crash(finished: Finished, session_file: Path) -> None:

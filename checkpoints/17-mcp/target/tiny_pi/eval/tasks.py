@@ -2,6 +2,9 @@
 
     prompt = "Write the project's name into NAME.txt."
     tools = ["read", "ls", "write"]   # default ["read", "ls"]; bash only when listed
+    defer = ["edit"]                  # optional: found with tool_search first (chapter 15)
+    codemode = true                   # optional: also offer codemode (chapter 16)
+    mcp_config = "mcp.json"           # optional: MCP servers, a file beside task.toml (chapter 17)
     max_turns = 6
     time_limit = 60                   # seconds for the agent's run; default 120
 
@@ -27,13 +30,15 @@ from typing import Any
 
 from attrs import frozen
 
+from tiny_pi.mcp_tools import ConfigError, load_config
+from tiny_pi.tool_search import deferred_names
 from tiny_pi.toolset import DEFAULT_TOOLS, tool_names
 
 TASK_FILE = "task.toml"
 WORKSPACE = "workspace"
 REPORT_FILE = "report.json"  # DIR/report.json, beside each task's DIR/NAME/: no task may be named so
 DEFAULT_TIME_LIMIT = 120.0
-TASK_KEYS = ("prompt", "tools", "max_turns", "time_limit", "checks")
+TASK_KEYS = ("prompt", "tools", "defer", "codemode", "mcp_config", "max_turns", "time_limit", "checks")
 CHECK_KEYS = ("path", "contains", "command")
 
 
@@ -73,6 +78,9 @@ class Task:
     max_turns: int
     time_limit: float
     checks: tuple[Check, ...]
+    defer: tuple[str, ...] = ()  # the agent's --defer: reached through tool_search
+    codemode: bool = False  # the agent's --codemode
+    mcp_config: Path | None = None  # the agent's --mcp-config, checked as the agent checks it
 
     @property
     def workspace(self) -> Path:
@@ -99,14 +107,18 @@ def load_task(directory: Path) -> Task:
     for key in data:
         if key not in TASK_KEYS:
             raise TaskError(path, key, f"unknown key (known: {', '.join(TASK_KEYS)})")
+    tools = task_tools(data, path)
     return Task(
         name=directory.name,
         directory=directory,
         prompt=text_value(data, "prompt", path),
-        tools=task_tools(data, path),
+        tools=tools,
         max_turns=whole_number(data, "max_turns", path),
         time_limit=time_limit(data, path),
         checks=task_checks(data, path),
+        defer=task_defer(data, path, tools),
+        codemode=flag(data, "codemode", path),
+        mcp_config=task_mcp_config(data, directory, path),
     )
 
 
@@ -139,6 +151,44 @@ def task_tools(data: dict[str, Any], path: Path) -> tuple[str, ...]:
         return tuple(tool_names(",".join(value)))
     except ValueError as error:
         raise TaskError(path, "tools", str(error)) from None
+
+
+def task_defer(data: dict[str, Any], path: Path, tools: tuple[str, ...]) -> tuple[str, ...]:
+    """The tools the agent finds with tool_search first: none unless the task lists them, never one of `tools`."""
+    value = data.get("defer", [])
+    if not isinstance(value, list) or not all(isinstance(name, str) for name in value):
+        raise TaskError(path, "defer", f"must be a list of tool names, got {value!r}")
+    if not value:
+        return ()
+    try:
+        return tuple(deferred_names(",".join(value), tools))
+    except ValueError as error:
+        raise TaskError(path, "defer", str(error)) from None
+
+
+def flag(data: dict[str, Any], key: str, path: Path) -> bool:
+    """An optional true or false, false when absent."""
+    value = data.get(key, False)
+    if not isinstance(value, bool):
+        raise TaskError(path, key, f"must be true or false, got {value!r}")
+    return value
+
+
+def task_mcp_config(data: dict[str, Any], directory: Path, path: Path) -> Path | None:
+    """The task's MCP config, a file inside its directory, read now: a bad one stops everything before a run."""
+    value = data.get("mcp_config")
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value or "\0" in value:
+        raise TaskError(path, "mcp_config", f"must be a file name beside task.toml, got {value!r}")
+    if not inside_workspace(value):
+        raise TaskError(path, "mcp_config", f"{value!r} is outside the task's directory")
+    config = directory.resolve() / value
+    try:
+        load_config(config)
+    except ConfigError as error:
+        raise TaskError(path, "mcp_config", str(error)) from None
+    return config
 
 
 def whole_number(data: dict[str, Any], key: str, path: Path) -> int:

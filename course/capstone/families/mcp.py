@@ -1,0 +1,149 @@
+"""MCP (chapter 17): a fixture server's tools, named by the rule, found, called, and the server gone at the end.
+
+The capstone's own MCP server (the official SDK) lists tools under drawn
+names, paged: two long ones that share their first 60-odd characters (so
+their `mcp__SERVER__TOOL` names go over 64 and only the hash keeps them
+apart) and a short one with `.` or `-` in it, under a server name with one
+too. The agent gets it through `--mcp-config`, deferred: the model searches
+with a word of their descriptions, and then calls one, directly in one
+case and from a codemode script (`tools.NAME`) in the other. The request
+after the search must declare them under exactly chapter 17's names (`_`
+for every other character, and past 64 the first 55 characters, `_` and 8
+hex digits of the SHA-256 of `SERVER\\0TOOL`); the call's result must carry
+that tool's answer; and the server must be gone once the agent has exited.
+
+The model answers its first request once the server has done its imports
+(it says so with a file), however long a busy machine makes that: the
+agent's own wait for a server still connecting is bounded (ten seconds in
+chapter 17), and the capstone examines the agent, not the machine's load.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import trio
+from attrs import frozen
+
+from course.capstone.bench import Bench, agent_args
+from course.capstone.families.common import ending
+from course.capstone.model_server import Answer, Call, answered, declared
+from course.capstone.processes import marked
+from course.capstone.records import Family, each_case
+from course.capstone.seeds import Draw
+
+FIXTURE = Path(__file__).resolve().parent.parent / "mcp_fixture.py"
+CALLED, SCRIPTED = "called", "scripted"
+READY_POLL = 0.05
+MAX_NAME, HASH_CHARS = 64, 8
+NAME_CHARACTERS = "abcdefghijklmnopqrstuvwxyz0123456789_-"
+CODES = {
+    "E-MCP-NAME": "an MCP tool was not declared under chapter 17's name for it (mcp__SERVER__TOOL, hashed past 64)",
+    "E-MCP-RESULT": "an MCP tool's call did not bring back what the server answered",
+}
+
+
+@frozen
+class McpTool:
+    name: str
+    description: str
+    answer: str
+
+
+@frozen
+class McpCase:
+    kind: str
+    server: str
+    tools: tuple[McpTool, ...]
+    page_size: int
+    keyword: str
+    called: int  # which tool the model calls
+    text: str
+    ids: tuple[str, str]
+    mark: str
+    prompt: str
+
+
+def expected_name(server: str, tool: str) -> str:
+    """Chapter 17's rule for a tool's name in the agent (with nothing else of that name registered)."""
+    name = re.sub(r"[^A-Za-z0-9_]", "_", f"mcp__{server}__{tool}")
+    if len(name) <= MAX_NAME:
+        return name
+    digest = hashlib.sha256(f"{server}\0{tool}".encode()).hexdigest()[:HASH_CHARS]
+    return f"{name[:MAX_NAME - HASH_CHARS - 1]}_{digest}"
+
+
+def cases(draw: Draw) -> list[McpCase]:
+    found = []
+    for kind in (CALLED, SCRIPTED):
+        server = f"{draw.word(3, 6)}{draw.choice('.-')}{draw.word(3, 6)}"
+        shared = "".join(draw.choice(NAME_CHARACTERS) for _ in range(draw.integer(58, 66)))
+        names = [f"{shared}{draw.word(3, 5)}", f"{shared}{draw.word(6, 8)}",
+                 f"{draw.word()}{draw.choice('.-')}{draw.word()}"]
+        keyword = draw.word(8, 10)
+        tools = tuple(McpTool(name, f"{draw.word()} {keyword} {draw.words(3)}", draw.token())
+                      for name in draw.shuffled(names))
+        found.append(McpCase(kind, server, tools, draw.integer(1, 2), keyword, draw.integer(0, 2), draw.token(),
+                             tuple(draw.call_ids(2)), draw.token(), draw.words(6)))
+    return found
+
+
+def config(case: McpCase, folder: Path, mark: str) -> Path:
+    """The spec the fixture reads and the --mcp-config file that starts it (with `mark` on its command line)."""
+    spec = folder / "spec.json"
+    spec.write_text(json.dumps({"page_size": case.page_size, "tools": [
+        {"name": tool.name, "description": tool.description, "answer": tool.answer} for tool in case.tools]}))
+    entry = {"command": sys.executable, "args": ["-P", str(FIXTURE), str(spec), mark]}
+    path = folder / "mcp.json"
+    path.write_text(json.dumps({"mcpServers": {case.server: entry}}))
+    return path
+
+
+async def server_ready(mark: str, folder: Path) -> None:
+    """Until the fixture says its imports are done; at once when no process of it runs any more."""
+    while not (folder / "spec.ready").exists() and marked([mark]):
+        await trio.sleep(READY_POLL)
+
+
+async def check(case: McpCase, bench: Bench) -> list[str]:
+    folder, root, mark = bench.folder("cwd"), bench.folder("root"), bench.own(case.mark)
+    names = [expected_name(case.server, tool.name) for tool in case.tools]
+    called = case.tools[case.called]
+    search = Call.of(case.ids[0], "tool_search", {"query": case.keyword})
+    if case.kind == CALLED:
+        call = Call.of(case.ids[1], names[case.called], {"text": case.text})
+    else:
+        code = f"const found = await tools.{names[case.called]}({{text: {json.dumps(case.text)}}});\nreturn found.text;"
+        call = Call.of(case.ids[1], "codemode", {"code": code})
+
+    async def reply(request: dict[str, Any], number: int) -> Answer:
+        if number == 0:
+            await server_ready(mark, folder)
+            return Answer(calls=[search])
+        return Answer(calls=[call]) if number == 1 else Answer(text="Done.")
+
+    async with bench.model(reply) as server:
+        flags = ["--codemode"] if case.kind == SCRIPTED else []
+        args = agent_args(server, root, "--tools", "read,ls", *flags, "--mcp-config", str(config(case, folder, mark)),
+                          case.prompt)
+        finished = await bench.run("tiny_pi.agent", args, cwd=folder, marks=[mark])
+    codes = ending(finished)
+    if len(server.requests) < 2 or not set(names) <= set(declared(server.requests[1])):
+        codes.append("E-MCP-NAME")
+    result = answered(server.requests, case.ids[1])
+    if result is None or called.answer not in result or case.text not in result:
+        codes.append("E-MCP-RESULT")
+    return codes
+
+
+FAMILY = Family(
+    name="mcp", chapter=17,
+    invariant="an MCP server's tools are named by chapter 17's rule, found, called (also from a script), "
+              "and the server ends with the agent",
+    codes=CODES, cases=cases, examine=each_case(check),
+)

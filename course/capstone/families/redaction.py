@@ -1,0 +1,128 @@
+"""Redaction (chapter 14): the evaluation's shareable report holds counts and classes, no secret.
+
+A few tasks, each full of secrets: its name, its prompt, its workspace
+file's name and text, its check's path and text, the model's reply, and
+the API key in the environment. The model passes some tasks and fails the
+others (drawn). `python -m tiny_pi.eval TASKS ... --out DIR --json` must
+exit 1 (a task failed), and neither its stdout nor DIR/report.json may
+hold any secret, while the report's counts say how many passed and failed.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from attrs import frozen
+
+from course.capstone.bench import Bench
+from course.capstone.families.common import ending, write_files
+from course.capstone.model_server import Answer, Call, last_user_text, messages
+from course.capstone.records import Family, each_case
+from course.capstone.seeds import Draw
+
+CODES = {
+    "E-REDACT-LEAK": "a secret of a task (its name, prompt, files, checks, the model's words, the API key) "
+                     "is in the shareable report",
+    "E-REDACT-COUNTS": "the shareable report does not count the tasks that passed and failed as they did",
+}
+
+
+@frozen
+class Task:
+    name: str
+    prompt: str
+    file_name: str
+    file_text: str
+    check_path: str
+    check_text: str
+    reply: str
+    passes: bool
+    call_id: str
+
+
+@frozen
+class RedactionCase:
+    tasks: tuple[Task, ...]
+
+    def secrets(self) -> list[str]:
+        return [secret for task in self.tasks for secret in
+                (task.name, task.prompt.split(" ")[0], task.file_name, task.file_text, task.check_path,
+                 task.check_text, task.reply)]
+
+
+def cases(draw: Draw) -> list[RedactionCase]:
+    count = draw.integer(2, 4)
+    passing = draw.sample(range(count), draw.integer(1, count - 1))
+    tasks = tuple(
+        Task(name=f"{draw.word()}-{draw.token().lower()}", prompt=f"{draw.token()} {draw.words(5)}",
+             file_name=f"{draw.token()}.txt", file_text=draw.token(), check_path=f"{draw.token()}.md",
+             check_text=draw.token(), reply=draw.token(), passes=number in passing, call_id=draw.call_id())
+        for number in range(count)
+    )
+    return [RedactionCase(tasks)]
+
+
+def task_toml(task: Task) -> str:
+    return (f"prompt = {json.dumps(task.prompt)}\ntools = [\"read\", \"ls\", \"write\"]\nmax_turns = 4\n"
+            f"time_limit = 60\n\n[[checks]]\npath = {json.dumps(task.check_path)}\n"
+            f"contains = {json.dumps(task.check_text)}\n")
+
+
+def reply_for(case: RedactionCase):
+    def reply(request: dict[str, Any], number: int) -> Answer:
+        first = next((message for message in messages(request) if message.get("role") == "user"), {})
+        asked = str(first.get("content", "")) + last_user_text(request)
+        task = next((task for task in case.tasks if task.prompt.split(" ")[0] in asked), None)
+        if task is None:
+            return Answer(text="I do not know this task.")
+        if any(message.get("role") == "tool" for message in messages(request)):
+            return Answer(text=f"Done: {task.reply}")
+        content = task.check_text if task.passes else task.reply
+        return Answer(calls=[Call.of(task.call_id, "write", {"path": task.check_path, "content": content})])
+
+    return reply
+
+
+async def check(case: RedactionCase, bench: Bench) -> list[str]:
+    folder = bench.folder("eval")
+    tasks, out = folder / "tasks", folder / "out"
+    for task in case.tasks:
+        write_files(tasks / task.name, {"task.toml": task_toml(task), f"workspace/{task.file_name}": task.file_text})
+    async with bench.model(reply_for(case)) as server:
+        args = [str(tasks), "--base-url", server.base_url, "--model", "capstone", "--out", str(out), "--json"]
+        finished = await bench.run("tiny_pi.eval", args, cwd=folder)
+    codes = ending(finished, (1,))
+    report_file = out / "report.json"
+    shared = finished.stdout + shared_report(report_file)
+    if any(secret in shared for secret in [*case.secrets(), bench.api_key]):
+        codes.append("E-REDACT-LEAK")
+    if counts(finished.stdout) != counts_of(case) or counts(shared_report(report_file)) != counts_of(case):
+        codes.append("E-REDACT-COUNTS")
+    return codes
+
+
+def counts_of(case: RedactionCase) -> tuple[int, int, int]:
+    passed = sum(task.passes for task in case.tasks)
+    return len(case.tasks), passed, len(case.tasks) - passed
+
+
+def shared_report(path: Path) -> str:
+    return path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
+
+
+def counts(text: str) -> tuple[int, int, int] | None:
+    """(tasks, passed, failed) from a report's summary; None when it is not one."""
+    try:
+        summary = json.loads(text)["summary"]
+        return summary["tasks"], summary["passed"], summary["failed"]
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+FAMILY = Family(
+    name="redaction", chapter=14,
+    invariant="python -m tiny_pi.eval's shareable report counts the tasks and holds none of their secrets",
+    codes=CODES, cases=cases, examine=each_case(check),
+)

@@ -1,0 +1,95 @@
+"""The capstone's report: counts and codes, as lines for people and as one JSON document.
+
+Neither ever holds a case: no seed, no file name, no path of a case, no
+secret, no call id, no output of the learner's agent. A learner can share
+it, and cannot tune an agent to it; what each code means is in the legend,
+in words that describe the invariant, never the case.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from course.capstone.families import FAMILIES
+from course.capstone.records import COMMON_CODES, RUN_CODES, CapstoneReport, Family, FamilyResult
+from course.catalog import chapter_nn
+
+SCHEMA_VERSION = 1
+
+
+def meanings(families: Sequence[Family] = FAMILIES) -> dict[str, str]:
+    """Every code a run can report, and what it means."""
+    found = dict(COMMON_CODES)
+    for family in families:
+        found.update(family.codes)
+    found.update(RUN_CODES)
+    return found
+
+
+def reported_codes(report: CapstoneReport) -> list[str]:
+    """The codes the run reported, each once, in the order of the families."""
+    codes = [code for result in report.families for code in result.codes] + list(report.run_codes)
+    return list(dict.fromkeys(codes))
+
+
+def family_line(result: FamilyResult, width: int) -> str:
+    name = f"{result.name:<{width}}"
+    if not result.examined:
+        return f"  {name}  {result.not_examined}"
+    codes = f"  [{' '.join(result.codes)}]" if result.codes else ""
+    return f"  {name}  {result.passed}/{result.total}{codes}"
+
+
+def lines(report: CapstoneReport, shown_directory: str) -> list[str]:
+    """The report for people: a line per family, the legend of the codes found, one summary line."""
+    width = max(len(result.name) for result in report.families)
+    out = [f"Capstone of {shown_directory} ({report.chapter}), cases drawn afresh; "
+           f"the code examined: tiny_pi/ with sha256 {report.digest[:16]}"]
+    out += [family_line(result, width) for result in report.families]
+    codes = reported_codes(report)
+    if codes:
+        known = meanings()
+        out.append("What the codes mean:")
+        out += [f"  {code}: {known.get(code, 'see docs/classroom.md')}" for code in codes]
+    if report.run_codes:
+        out.append("The frozen copy of the code changed during the run, so these results do not count.")
+    examined = report.examined
+    passed = sum(result.ok for result in examined)
+    left = len(report.families) - len(examined)
+    verdict = "Capstone passed" if report.ok else "Capstone NOT passed"
+    out.append(f"{verdict}: {passed} of {len(examined)} families examined passed"
+               f"{f' ({left} not examined)' if left else ''}, in {report.duration:.1f} s. "
+               "Each run draws new cases; the codes say what broke, never where.")
+    return out
+
+
+def document(report: CapstoneReport) -> dict[str, Any]:
+    """The same counts and codes for machines (docs/course-capstone.schema.json)."""
+    known = meanings()
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "command": "capstone",
+        "ok": report.ok,
+        "directory": str(report.directory.absolute()),
+        "chapter": report.chapter,
+        "code_sha256": report.digest,
+        "passed_families": sum(result.ok for result in report.examined),
+        "examined_families": len(report.examined),
+        "families": [family_json(result) for result in report.families],
+        "run_codes": list(report.run_codes),
+        "legend": {code: known.get(code, "") for code in reported_codes(report)},
+        "duration": round(report.duration, 3),
+    }
+
+
+def family_json(result: FamilyResult) -> dict[str, Any]:
+    return {
+        "name": result.name,
+        "chapter": chapter_nn(result.chapter),
+        "examined": result.examined,
+        "ok": result.ok,
+        "passed": result.passed,
+        "total": result.total,
+        "codes": list(result.codes),
+        "reason": result.not_examined,
+    }
