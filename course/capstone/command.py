@@ -36,9 +36,10 @@ def capstone(ctx: CourseContext, directory: str | None, as_json: bool, seed: int
 
     DIR defaults to the practice dir you are in, else your latest one (the
     highest chapter from 07 on). Its tiny_pi/ is copied and frozen; the
-    cases run `python -m tiny_pi.agent`, `tiny_pi.eval` and `tiny_pi.session`
-    against model and MCP servers the course starts. Families that need a
-    later chapter than DIR's are listed as not examined.
+    cases run `python -m tiny_pi.agent`, `tiny_pi.eval`, `tiny_pi.session`
+    and `tiny_pi.durable_view` against model and MCP servers the course
+    starts. Families that need a later chapter than DIR's are listed as not
+    examined.
     """
     import trio
 

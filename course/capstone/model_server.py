@@ -3,7 +3,9 @@
 Each case starts its own server with a `Reply`, a function of the request
 (its JSON body, and how many requests came before it) that says what the
 "model" answers: text, tool calls, or both, streamed as Chat Completions
-chunks over server-sent events, as chapter 05's provider reads them. The
+chunks over server-sent events, as chapter 05's provider reads them; or a
+`Failure`, as a real server fails: an HTTP status with an error message, or
+a reply cut off in the middle of its body (the router family). The
 server keeps every request's body, parsed and as bytes, so a case can check
 what the agent sent: which tools it declared, whether a result reached the
 model, whether something from outside the root did.
@@ -50,9 +52,18 @@ class Answer:
     completion_tokens: int = 5
 
 
+@frozen
+class Failure:
+    """A request the server fails: `status` with `message` in an OpenAI-style error body, or, with
+    no status, a reply that starts streaming `message` and is cut off (the connection drops)."""
+
+    status: int | None
+    message: str
+
+
 # A reply is a function of the request and the number of requests before it; it may be async
 # (a model that takes its time: the mcp family answers once its MCP server is up).
-Reply = Callable[[dict[str, Any], int], "Answer | Awaitable[Answer]"]
+Reply = Callable[[dict[str, Any], int], "Answer | Failure | Awaitable[Answer | Failure]"]
 
 
 def chunk(delta: dict[str, Any] | None = None, finish_reason: str | None = None) -> dict[str, Any]:
@@ -121,6 +132,9 @@ class ScriptedServer:
             answer = self.reply(document, number)
             if inspect.isawaitable(answer):
                 answer = await answer
+            if isinstance(answer, Failure):
+                await fail(stream, answer)
+                return
             await stream.send_all(HEAD)
             for payload in chunks(answer):
                 await send_chunk(stream, b"data: " + json.dumps(payload).encode() + b"\n\n")
@@ -130,6 +144,19 @@ class ScriptedServer:
             pass  # the agent went away (an abort, a kill): nothing left to answer
         finally:
             await stream.aclose()
+
+
+async def fail(stream: trio.SocketStream, failure: Failure) -> None:
+    """Answer with an error status and body, or start a stream and stop mid-body (the caller closes it)."""
+    if failure.status is None:
+        started = chunk({"role": "assistant", "content": failure.message})
+        await stream.send_all(HEAD)
+        await send_chunk(stream, b"data: " + json.dumps(started).encode() + b"\n\n")
+        return  # no end of the body: the connection closes in the middle of the reply
+    body = json.dumps({"error": {"message": failure.message}}).encode()
+    head = (f"HTTP/1.1 {failure.status} Failed\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n")
+    await stream.send_all(head.encode() + body)
 
 
 async def read_body(stream: trio.SocketStream) -> bytes | None:

@@ -1,6 +1,6 @@
 """The capstone's families, one module each, in the order of the chapters they need.
 
-To add a family (or to write router's and durable's when chapters 18 and 19 land):
+To add a family:
 
 1. write `families/NAME.py` with a module-level `FAMILY = Family(...)` (course.capstone.records):
    its name, the chapter it needs, the invariant in one sentence, its codes (`E-...` and what
@@ -33,6 +33,6 @@ FAMILIES: tuple[Family, ...] = (
     search.FAMILY,
     codemode.FAMILY,
     mcp.FAMILY,
-    router.FAMILY,  # not written yet: chapter 18
-    durable.FAMILY,  # not written yet: chapter 19
+    router.FAMILY,
+    durable.FAMILY,
 )

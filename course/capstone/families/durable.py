@@ -1,18 +1,221 @@
-"""Durable (chapter 19): killed at a drawn commit, a run resumes with no side effect done twice.
+"""Durable (chapter 19): killed at a drawn commit, a run resumes with nothing lost and no side effect twice.
 
-Not written yet: chapter 19 (`--durable run.db`, and the crash hook it
-reads from the environment) is being built. Its cases, once written: the
-agent killed with SIGKILL at a commit number drawn from the seed, reopened,
-and then: no committed entry lost, no unsafe tool run twice (a side effect
-the capstone can count), every call paired with one result, the
-conversation finished. Until then the family is listed and not examined.
+The model asks for one `bash` call that appends a drawn token to a drawn
+file (the side effect the capstone counts), then answers. Two cases, each
+`python -m tiny_pi.agent ... --tools bash --durable run.db` killed and
+started again:
+
+- at a commit: the agent is killed with SIGKILL by chapter 19's hook,
+  `TINY_PI_KILL_AT_COMMIT=N`, at a commit N drawn from those of the round
+  trip (a partial, the intent, the result, the reply...): fourteen in the
+  lesson's design, as these servers stream the call in three pieces. An
+  agent whose round trip has fewer commits finishes before N; then its
+  whole run must be right, and a fresh run is killed at a commit drawn
+  from its own;
+- in the middle of the tool: the command kills the agent that runs it
+  (`kill -9 $PPID`) once the token is written, so the call has run and its
+  result was never committed.
+
+The restart gets the prompt again only if the store holds no user entry
+(a prompt not on disk was never taken). Then, read from run.db through
+SQLite (chapter 19's `records` table) and the side-effect file: every entry
+committed before the kill is still there, unchanged; the token is in the
+file exactly once; every call of a reply that was sent has one result; no
+task is left unfinished and the conversation ends in an answer; no request
+carried a reply the crash cut off. In the second case
+`python -m tiny_pi.durable_view` must also show the run to its answer, with
+the call marked as interrupted.
 """
 
 from __future__ import annotations
 
-from course.capstone.records import Family
+import json
+import signal
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from attrs import frozen
+
+from course.capstone.bench import KILL_VARIABLE, Bench
+from course.capstone.families.common import ending
+from course.capstone.model_server import Answer, Call, ScriptedServer, messages
+from course.capstone.processes import Finished
+from course.capstone.records import Family, each_case
+from course.capstone.seeds import Draw
+
+AT_COMMIT, IN_TOOL = "at-commit", "in-tool"
+KILLED = -signal.SIGKILL  # how a process killed by SIGKILL ends
+# The commits of this round trip in chapter 19's design: the lesson's twelve, and two more partials
+# (these servers stream the call in three pieces). An agent with fewer gets a second draw among its own.
+ROUND_TRIP = 14
+STORE = "run.db"
+CODES = {
+    "E-DURABLE-NO-CRASH": "the agent was not killed at the drawn commit: its store does not call chapter 19's crash "
+                          "hook (TINY_PI_KILL_AT_COMMIT) inside each commit",
+    "E-DURABLE-LOST": "an entry committed before the crash was lost or changed by the restart",
+    "E-DURABLE-TWICE": "an unsafe tool's side effect happened twice: a call cut off by the crash ran again",
+    "E-DURABLE-SKIPPED": "a tool call that had not started before the crash never ran after the restart",
+    "E-DURABLE-UNPAIRED": "a tool call of a reply sent to the model has no result, or more than one",
+    "E-DURABLE-UNFINISHED": "after the restart a task was left unfinished, or the conversation did not end in an answer",
+    "E-DURABLE-RESENT": "a reply the crash cut off (or one that failed) was sent to the model in a later request",
+    "E-DURABLE-VIEW": "python -m tiny_pi.durable_view did not show the finished run, or did not mark the call cut off "
+                      "in the middle as interrupted",
+}
+
+
+@frozen
+class CrashCase:
+    kind: str
+    fraction: float  # AT_COMMIT: where the kill falls among the round trip's commits
+    prompt: str
+    effects: str  # the side-effect file's name
+    token: str  # what the tool appends to it, once
+    call_id: str
+    asking: str  # the model's words with the call
+    answer: str  # its final answer
+
+
+def cases(draw: Draw) -> list[CrashCase]:
+    return [CrashCase(kind, draw.random.random(), draw.words(6), draw.file_name(), draw.token(), draw.call_id(),
+                      draw.words(4), draw.token()) for kind in (AT_COMMIT, IN_TOOL)]
+
+
+def command(case: CrashCase) -> str:
+    append = f"printf '%s\\n' {case.token} >> '{case.effects}'"
+    return f"{append}; kill -9 $PPID" if case.kind == IN_TOOL else append
+
+
+def model(case: CrashCase) -> Any:
+    """The model: a bash call for the prompt, the answer once a tool result came back."""
+    call = Call.of(case.call_id, "bash", {"command": command(case)})
+
+    def reply(request: dict[str, Any], number: int) -> Answer:
+        said = messages(request)
+        if said and said[-1].get("role") == "tool":
+            return Answer(text=case.answer)
+        return Answer(text=case.asking, calls=[call])
+
+    return reply
+
+
+@frozen
+class Stored:
+    """What another connection reads from a store: entries by id, the tasks, the last commit's number."""
+
+    entries: dict[str, Any]
+    tasks: list[Any]
+    seq: int
+
+
+def peek(path: Path) -> Stored:
+    """The store as chapter 19's tables hold it (records, commits); empty when the file is no such store."""
+    if not path.is_file():
+        return Stored({}, [], 0)
+    try:
+        connection = sqlite3.connect(path)
+        try:
+            rows = connection.execute("SELECT collection, id, value FROM records ORDER BY rowid").fetchall()
+            seq = connection.execute("SELECT max(seq) FROM commits").fetchone()[0] or 0
+        finally:
+            connection.close()
+        entries = {record: json.loads(value) for collection, record, value in rows if collection == "entries"}
+        tasks = [json.loads(value) for collection, _, value in rows if collection == "tasks"]
+    except (sqlite3.Error, ValueError, TypeError):
+        return Stored({}, [], 0)
+    return Stored(entries, tasks, seq)
+
+
+def durable_args(server: ScriptedServer, root: Path) -> list[str]:
+    return ["--base-url", server.base_url, "--model", "capstone", "--root", str(root), "--tools", "bash",
+            "--durable", str(root / STORE)]
+
+
+def drawn_commit(case: CrashCase, commits: int) -> int:
+    return 1 + int(case.fraction * commits)
+
+
+async def first_run(case: CrashCase, server: ScriptedServer, root: Path, bench: Bench, commits: int) -> Finished:
+    """The run that is killed: by the hook, at the drawn one of `commits` commits, or by its own tool."""
+    env = {KILL_VARIABLE: str(drawn_commit(case, commits))} if case.kind == AT_COMMIT else {}
+    return await bench.run("tiny_pi.agent", [*durable_args(server, root), case.prompt], cwd=root, env=env)
+
+
+async def check(case: CrashCase, bench: Bench) -> list[str]:
+    async with bench.model(model(case)) as server:
+        root = bench.folder("root")
+        killed = await first_run(case, server, root, bench, ROUND_TRIP)
+        whole = peek(root / STORE)
+        if case.kind == AT_COMMIT and killed.status == 0 and whole.seq < drawn_commit(case, ROUND_TRIP):
+            # a round trip of fewer commits than the lesson's, done whole: kill again, at one of its own
+            problems = effect_problems(root, case) + conversation_problems(whole)
+            if problems:
+                return problems
+            root = bench.folder("root")
+            killed = await first_run(case, server, root, bench, whole.seq)
+        before = peek(root / STORE).entries
+        requests = len(server.requests)
+        prompted = any(isinstance(entry, dict) and (entry.get("message") or {}).get("role") == "user"
+                       for entry in before.values())
+        again = await bench.run("tiny_pi.agent", durable_args(server, root) + ([] if prompted else [case.prompt]),
+                                cwd=root)
+    after = peek(root / STORE)
+    codes = crash_codes(case, killed) + ending(again)
+    if any(after.entries.get(key) != entry for key, entry in before.items()):
+        codes.append("E-DURABLE-LOST")
+    codes += effect_problems(root, case) + conversation_problems(after)
+    if any(sum(message.get("role") == "assistant" for message in messages(request)) > 1
+           for request in server.requests[requests:]):
+        codes.append("E-DURABLE-RESENT")  # this conversation has one reply before its last request
+    if not codes and case.kind == IN_TOOL:
+        codes += await viewed(case, root, bench)
+    return list(dict.fromkeys(codes))
+
+
+def crash_codes(case: CrashCase, killed: Finished) -> list[str]:
+    """The kill itself: by the hook at the drawn commit, or by the tool; nothing else may end the first run."""
+    if killed.status == KILLED:
+        return ["E-LEFT-RUNNING"] if killed.leftovers else []
+    if case.kind == AT_COMMIT and killed.status == 0:  # it finished: no commit called the hook
+        return ["E-DURABLE-NO-CRASH"]
+    return ending(killed, (KILLED,))
+
+
+def effect_problems(root: Path, case: CrashCase) -> list[str]:
+    """The side effect happened once: twice is a call run again, never is a call dropped."""
+    path = root / case.effects
+    count = path.read_text(encoding="utf-8", errors="replace").split().count(case.token) if path.is_file() else 0
+    return ["E-DURABLE-TWICE"] if count > 1 else ["E-DURABLE-SKIPPED"] if count == 0 else []
+
+
+def conversation_problems(stored: Stored) -> list[str]:
+    """What is wrong with a store that should be finished: unfinished tasks, no answer, unpaired calls."""
+    said = [entry.get("message") or {} for entry in sorted(
+        (entry for entry in stored.entries.values() if isinstance(entry, dict)), key=lambda e: e.get("index", 0))]
+    problems = []
+    done = all(isinstance(task, dict) and task.get("status") in ("completed", "failed") for task in stored.tasks)
+    if not done or not said or said[-1].get("role") != "assistant" or said[-1].get("stopReason") != "stop":
+        problems.append("E-DURABLE-UNFINISHED")
+    sent = [message for message in said if message.get("role") == "assistant"
+            and message.get("stopReason") not in ("aborted", "error")]
+    calls = sorted(str(block.get("id")) for message in sent for block in message.get("content") or []
+                   if isinstance(block, dict) and block.get("type") == "toolCall")
+    results = sorted(str(message.get("toolCallId")) for message in said if message.get("role") == "toolResult")
+    if calls != results:
+        problems.append("E-DURABLE-UNPAIRED")
+    return problems
+
+
+async def viewed(case: CrashCase, root: Path, bench: Bench) -> list[str]:
+    """The viewer shows the run to its answer, and the call cut off in the middle as interrupted."""
+    shown = await bench.run("tiny_pi.durable_view", [str(root / STORE)], cwd=root)
+    if shown.status != 0 or case.answer not in shown.stdout or "(interrupted)" not in shown.stdout:
+        return ["E-DURABLE-VIEW"]
+    return []
+
 
 FAMILY = Family(
     name="durable", chapter=19,
     invariant="an agent killed at any commit resumes with nothing lost and no side effect repeated",
+    codes=CODES, cases=cases, examine=each_case(check),
 )

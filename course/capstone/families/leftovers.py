@@ -47,15 +47,15 @@ def cases(draw: Draw) -> list[LeftoversCase]:
     ]
 
 
-def command(case: LeftoversCase) -> str:
+def command(case: LeftoversCase, seconds: str) -> str:
     if case.kind == BACKGROUND:
-        return f"sleep {case.seconds} >/dev/null 2>&1 &\necho {case.said}"
-    return f"echo {case.said}; sleep {case.seconds}"
+        return f"sleep {seconds} >/dev/null 2>&1 &\necho {case.said}"
+    return f"echo {case.said}; sleep {seconds}"
 
 
 async def check(case: LeftoversCase, bench: Bench) -> list[str]:
-    root = bench.folder("root")
-    call = Call.of(case.call_id, "bash", {"command": command(case)})
+    root, seconds = bench.folder("root"), bench.own(case.seconds)  # more digits: still a number of seconds
+    call = Call.of(case.call_id, "bash", {"command": command(case, seconds)})
 
     def reply(request: dict[str, Any], number: int) -> Answer:
         return Answer(calls=[call]) if number == 0 else Answer(text="Done.")
@@ -64,7 +64,7 @@ async def check(case: LeftoversCase, bench: Bench) -> list[str]:
 
     async def stop_when_sleeping(process: trio.Process) -> None:
         """SIGTERM to the agent once its command's sleep runs (the wait ends with the agent, too)."""
-        while not marked([case.seconds]):
+        while not marked([seconds]):
             await trio.sleep(POLL)
         seen.append(True)
         process.send_signal(signal.SIGTERM)
@@ -73,7 +73,7 @@ async def check(case: LeftoversCase, bench: Bench) -> list[str]:
     async with bench.model(reply) as server:
         args = agent_args(server, root, "--tools", "read,ls,bash", case.prompt)
         finished = await bench.run("tiny_pi.agent", args, cwd=bench.folder("cwd"), during=during,
-                                   marks=[case.seconds])
+                                   marks=[seconds])
     if case.kind == SIGNALLED:
         codes = ending(finished, SIGTERM_ENDINGS)
         return codes if seen else [*codes, "E-LEFT-NOT-RUN"]

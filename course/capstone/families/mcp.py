@@ -93,25 +93,25 @@ def cases(draw: Draw) -> list[McpCase]:
     return found
 
 
-def config(case: McpCase, folder: Path) -> Path:
-    """The spec the fixture reads and the --mcp-config file that starts it."""
+def config(case: McpCase, folder: Path, mark: str) -> Path:
+    """The spec the fixture reads and the --mcp-config file that starts it (with `mark` on its command line)."""
     spec = folder / "spec.json"
     spec.write_text(json.dumps({"page_size": case.page_size, "tools": [
         {"name": tool.name, "description": tool.description, "answer": tool.answer} for tool in case.tools]}))
-    entry = {"command": sys.executable, "args": ["-P", str(FIXTURE), str(spec), case.mark]}
+    entry = {"command": sys.executable, "args": ["-P", str(FIXTURE), str(spec), mark]}
     path = folder / "mcp.json"
     path.write_text(json.dumps({"mcpServers": {case.server: entry}}))
     return path
 
 
-async def server_ready(case: McpCase, folder: Path) -> None:
+async def server_ready(mark: str, folder: Path) -> None:
     """Until the fixture says its imports are done; at once when no process of it runs any more."""
-    while not (folder / "spec.ready").exists() and marked([case.mark]):
+    while not (folder / "spec.ready").exists() and marked([mark]):
         await trio.sleep(READY_POLL)
 
 
 async def check(case: McpCase, bench: Bench) -> list[str]:
-    folder, root = bench.folder("cwd"), bench.folder("root")
+    folder, root, mark = bench.folder("cwd"), bench.folder("root"), bench.own(case.mark)
     names = [expected_name(case.server, tool.name) for tool in case.tools]
     called = case.tools[case.called]
     search = Call.of(case.ids[0], "tool_search", {"query": case.keyword})
@@ -123,15 +123,15 @@ async def check(case: McpCase, bench: Bench) -> list[str]:
 
     async def reply(request: dict[str, Any], number: int) -> Answer:
         if number == 0:
-            await server_ready(case, folder)
+            await server_ready(mark, folder)
             return Answer(calls=[search])
         return Answer(calls=[call]) if number == 1 else Answer(text="Done.")
 
     async with bench.model(reply) as server:
         flags = ["--codemode"] if case.kind == SCRIPTED else []
-        args = agent_args(server, root, "--tools", "read,ls", *flags, "--mcp-config", str(config(case, folder)),
+        args = agent_args(server, root, "--tools", "read,ls", *flags, "--mcp-config", str(config(case, folder, mark)),
                           case.prompt)
-        finished = await bench.run("tiny_pi.agent", args, cwd=folder, marks=[case.mark])
+        finished = await bench.run("tiny_pi.agent", args, cwd=folder, marks=[mark])
     codes = ending(finished)
     if len(server.requests) < 2 or not set(names) <= set(declared(server.requests[1])):
         codes.append("E-MCP-NAME")

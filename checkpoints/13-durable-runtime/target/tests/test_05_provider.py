@@ -965,6 +965,34 @@ def test_http_every_fixture_ends_in_one_terminal_event_and_a_result():
         assert final(events) is message, name
 
 
+# Two real streams, recorded byte for byte from llama.cpp's llama-server (`course local-model`,
+# gemma-3-270m) answering chapter 14's agent: its first turn (a call), and its reply to the
+# tool's result (text, then another call), whose prompt the server had mostly cached.
+RECORDED = Path(__file__).parent / "recorded"
+
+
+def test_http_recorded_llama_server_streams_give_the_calls_text_and_cached_usage():
+    body = (RECORDED / "llama-server-tool-call.sse").read_bytes()
+    events, message = play(mock_model([body[i:i + 512] for i in range(0, len(body), 512)]))
+
+    done(events, "toolUse")
+    [call] = message.content
+    assert call == ToolCall("9V9nyvSV263mFqLSs5og62U4PFbCNceG", "read", {"path": "README.md"},
+                            '{"path": "README.md"}')
+    assert types(events).count("toolcall_delta") == 10  # the arguments arrive a token at a time
+    # 391 prompt tokens = 386 read from the server's cache + 5 fresh.
+    assert message.usage == Usage(input=5, output=29, total_tokens=420, cache_read=386, cache_write=0)
+
+    body = (RECORDED / "llama-server-cached-reply.sse").read_bytes()
+    events, message = play(mock_model([body[i:i + 512] for i in range(0, len(body), 512)]))
+
+    done(events, "toolUse")
+    reply, call = message.content
+    assert reply == text("<tool_response>\n# small-pi\nA small agent runtime.\n\n")
+    assert (call.name, call.arguments) == ("read", {"path": "README.md"})
+    assert message.usage == Usage(input=5, output=46, total_tokens=497, cache_read=446, cache_write=0)
+
+
 def test_http_chat_entry_point_prints_the_reply_as_it_streams():
     from tiny_pi.chat import chat, summary
 
