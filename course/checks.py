@@ -454,16 +454,30 @@ def depth_checks(chapter: Chapter) -> list[Check]:
 
     checks = []
     if chapter.mode == "rebuild":
+        from course.dev.dictation import GIVEAWAY_GOAL, chapter_depths
+
         share = copy_share(chapter)
+        labs = chapter_depths(chapter)
+        over = [lab for lab in labs if lab.over]
+        problems = [f"lab {lab.lab} gives away {lab.percent} % (worst {lab.worst})" for lab in over]
+        if share.share > COPY_SHARE_GOAL:
+            problems.insert(0, f"copy share {share.percent} % ({share.copied} of {share.total} new lines)")
+        highest = max(labs, key=lambda lab: lab.share, default=None)
+        fine = f"copy share {share.percent} % ({share.copied} of {share.total} new lines)" + (
+            f"; each lab gives away at most {highest.percent} % (lab {highest.lab})" if highest else ""
+        )
         checks.append(
             Check(
                 chapter=chapter.name,
                 kind="copy-share",
                 name="the lesson leaves the core to the learner",
-                ok=share.share <= COPY_SHARE_GOAL,
-                expected=f"at most {round(COPY_SHARE_GOAL * 100)} % of the new teaching-file lines in the lesson's code blocks",
-                actual=f"copy share {share.percent} % ({share.copied} of {share.total} new lines)",
-                detail="lines the lesson prints verbatim: course dev depth " + chapter.nn + " --copied",
+                ok=not problems,
+                expected=(
+                    f"at most {round(COPY_SHARE_GOAL * 100)} % of the new teaching-file lines in the lesson's code blocks, "
+                    f"and at most {round(GIVEAWAY_GOAL * 100)} % of each lab's statements printed or narrated"
+                ),
+                actual="; ".join(problems) if problems else fine,
+                detail="what the lesson prints or narrates: course dev depth " + chapter.nn + " --dictated",
             )
         )
     unstated = unstated_messages(chapter)

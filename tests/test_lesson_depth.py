@@ -1,4 +1,5 @@
-"""The lesson-depth checks: copy share, unstated message texts, last hint rungs, length.
+"""The lesson-depth checks: copy share, each lab's give-away (code printed or narrated),
+unstated message texts, last hint rungs, length.
 
 Each check is shown failing on a crafted chapter (a copy of the mini course),
 and passing once the crafted defect is gone.
@@ -13,6 +14,7 @@ import pytest
 
 from conftest import mini
 from course.catalog import load_catalog
+from course.dev.dictation import chapter_depths, file_statements, passages
 from course.dev.lessons import (
     copy_share,
     lesson_length,
@@ -69,6 +71,132 @@ def test_one_lesson_line_accounts_for_one_target_line_only(mini_course: Path) ->
     append(mini_course / CHAPTER / "README.md", "\n```python\n# not-run: a sketch\nreturn a + b\n```\n")
     share = copy_share(chapter(mini_course))
     assert (share.copied, share.total) == (1, 4)
+
+
+# The give-away: a lab's statements the lesson prints or narrates -------------------------
+
+SAVE = '''
+
+def save(path, text):
+    """Write a new file whose bytes are on disk before this returns."""
+    with open(path, "xb") as file:
+        file.write(text.encode("utf-8"))
+        file.flush()
+        os.fsync(file.fileno())
+    directory = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+'''
+SAVE_RUNG = "The whole of save.\n# file: tiny_pi/adder.py" + SAVE.rstrip()
+# Step by step in prose, as a lesson should not: every call, the mode, the order.
+DICTATED = """
+To save, open the path with mode `"xb"`, write the text encoded as UTF-8, then call
+`file.flush()` and `os.fsync(file.fileno())`. Then open the directory with `os.O_RDONLY`,
+fsync it too, and close it.
+"""
+# The same function as a contract: what it promises, what it refuses, which test shows it.
+CONTRACT = """
+`save(path, text)` makes a new file and returns only once its bytes and its name are on
+the disk: a crash after it returns loses nothing. A path that exists is refused with
+`FileExistsError` (`test_save_never_overwrites`).
+"""
+
+
+def with_save(root: Path) -> None:
+    """Lab 1.1's code becomes `save`, a function of seven steps, shown whole on its last rung."""
+    adder = root / CHAPTER / "target/tiny_pi/adder.py"
+    adder.write_text("import os\n" + adder.read_text(encoding="utf-8") + SAVE, encoding="utf-8")
+    set_last_rung(root, "1.1", SAVE_RUNG)
+
+
+def lab_1_1(root: Path):
+    return next(depth for depth in chapter_depths(chapter(root)) if depth.lab == "1.1")
+
+
+def test_a_lesson_that_dictates_a_function_in_prose_gives_it_away(mini_course: Path) -> None:
+    with_save(mini_course)
+    assert lab_1_1(mini_course).share == 0.0
+    append(mini_course / CHAPTER / "README.md", DICTATED)
+
+    depth = lab_1_1(mini_course)
+
+    assert depth.total == 7, "try: names nothing; the docstring is no statement"
+    assert depth.over and depth.percent >= 70, depth
+    assert depth.worst.startswith("save() (")
+    paragraph = len((mini_course / CHAPTER / "README.md").read_text(encoding="utf-8").split("\n")) - 3
+    assert {given.how for given in depth.given} == {f"narrated at lesson line {paragraph}"}
+
+
+def test_a_lesson_that_states_only_the_contract_gives_nothing_away(mini_course: Path) -> None:
+    with_save(mini_course)
+    append(mini_course / CHAPTER / "README.md", CONTRACT)
+    depth = lab_1_1(mini_course)
+    assert (depth.total, depth.given) == (7, ())
+
+
+def test_numbered_steps_are_one_passage_even_with_blank_lines_between_them(mini_course: Path) -> None:
+    with_save(mini_course)
+    steps = "\n1. Open the path with `\"xb\"`.\n\n2. `file.write` the text, `encode`d.\n\n3. `flush`, then `os.fsync`.\n"
+    append(mini_course / CHAPTER / "README.md", steps)
+    assert lab_1_1(mini_course).over
+
+
+def test_one_call_named_in_a_passage_is_a_mention_not_a_dictation(mini_course: Path) -> None:
+    with_save(mini_course)
+    append(mini_course / CHAPTER / "README.md", "\n`save` ends with `os.fsync` of the directory.\n")
+    assert lab_1_1(mini_course).given == ()
+
+
+def test_a_lesson_that_prints_the_body_gives_it_away_as_printed(mini_course: Path) -> None:
+    with_save(mini_course)
+    append(mini_course / CHAPTER / "README.md", "\n```python\n# not-run: the body\n" + SAVE + "```\n")
+    depth = lab_1_1(mini_course)
+    assert depth.percent == 100.0 and {given.how for given in depth.given} == {"printed"}
+
+
+def test_a_statements_cues_are_what_it_names_not_its_locals_receivers_raises_or_the_interface() -> None:
+    source = (
+        "import os\n\n"
+        "def f(path, data):\n"
+        "    total = len(data)\n"
+        "    os.fsync(path.fileno())\n"
+        "    self.runtime.steer(total)\n"
+        "    if total > LIMIT:\n"
+        "        raise SizeError(f\"too big: {total}\")\n"
+        "    x: list[str] = []\n"
+        "    return total\n"
+    )
+    found = {s.text: (s.cues, s.calls) for s in file_statements("m.py", source, "", set(range(1, 12)), frozenset({"too big: 3"}))}
+    assert found == {
+        "os.fsync(path.fileno())": ({"fsync", "fileno"}, {"fsync", "fileno"}),
+        "self.runtime.steer(total)": ({"steer"}, {"steer"}),
+        "if total > LIMIT:": ({"LIMIT"}, set()),
+    }, "total = len(data), raise SizeError(...), x: list[str] = [] and return total name nothing"
+
+
+def test_passages_are_paragraphs_lists_and_sketches_without_their_signatures() -> None:
+    text = (
+        "One paragraph with `a.b()`\nover two lines.\n\n"
+        "- a list\n\n- that goes on\n\n"
+        "```python\n# not-run: a sketch\ndef helper(x): ...   # calls `flush`\nbody_line()\n```\n\n"
+        "```python\nprint('a runnable example is no passage')\n```\n"
+    )
+    found = passages(text)
+    assert [p.line for p in found] == [1, 4, 9]
+    assert found[0].code == "a.b()"
+    assert "helper" not in found[2].code and "flush" in found[2].code and "body_line" in found[2].code
+
+
+def test_depth_dictated_lists_each_narrated_statement_and_where(mini_course: Path) -> None:
+    with_save(mini_course)
+    append(mini_course / CHAPTER / "README.md", DICTATED)
+    result = mini(mini_course, "dev", "depth", "01", "--dictated")
+    assert result.returncode == 1, result.stdout
+    assert "lab 1.1: given away" in result.stdout and "over the goal" in result.stdout
+    assert "tiny_pi/adder.py:" in result.stdout and "save(): narrated at lesson line" in result.stdout
+    assert "file.flush()" in result.stdout
 
 
 # Message texts the tests check ---------------------------------------------------------
@@ -184,3 +312,13 @@ def test_verify_fails_a_crafted_shallow_lesson_and_names_each_measure(mini_cours
     assert not checks["lesson-length"]["ok"] and "lines" in checks["lesson-length"]["actual"]
     assert not checks["hint-rungs"]["ok"] and "lab 1.2: the last hint rung shows no code" in checks["hint-rungs"]["actual"]
     assert not checks["messages"]["ok"] and "'never stated anywhere'" in checks["messages"]["detail"]
+
+
+def test_verify_names_the_lab_over_the_give_away_limit_its_share_and_worst_function(mini_course: Path) -> None:
+    with_save(mini_course)
+    append(mini_course / CHAPTER / "README.md", DICTATED)
+    checks = {check["kind"]: check for check in json.loads(mini(mini_course, "verify", "--json").stdout)["checks"]}
+    share = checks["copy-share"]
+    assert not share["ok"]
+    assert share["actual"].startswith("lab 1.1 gives away ") and "(worst save() (" in share["actual"]
+    assert "lab 1.2" not in share["actual"], "1.2's last rung shows add, which the lesson does not narrate"

@@ -57,7 +57,7 @@ class OpenSession:
 
 def open_session(path: Path, branch: str | None, model: str) -> OpenSession:
     """Resume `path` at `branch` (default: its last entry), or start it; note a change of model."""
-    raise NotImplementedError("lab 10.4: open a session for a run")
+    raise NotImplementedError("lab 10.6: open a session for a run")
 
 
 def session_exists(path: Path) -> bool:
@@ -67,12 +67,12 @@ def session_exists(path: Path) -> bool:
     never ends, and a symbolic link to nothing cannot be created (the name
     exists): so the type is looked at first, with stat, which opens nothing.
     """
-    raise NotImplementedError("lab 10.4: a session path is a regular file, or nothing yet")
+    raise NotImplementedError("lab 10.8: a session path is a regular file, or nothing yet")
 
 
 def current_model(entries: list[Entry]) -> str | None:
     """The model named by the last model change on the path, if any."""
-    raise NotImplementedError("lab 10.4: the current model")
+    raise NotImplementedError("lab 10.6: the current model")
 
 
 class SessionRecorder:
@@ -90,21 +90,21 @@ class SessionRecorder:
         self.saved = len(agent.messages)  # what the session already holds
 
     def __call__(self, event: AgentEvent) -> None:
-        raise NotImplementedError("lab 10.4: save before each model call")
+        raise NotImplementedError("lab 10.6: save before each model call")
 
     def save_new_messages(self) -> None:
         """Append every message the transcript gained since the last save, in order."""
-        raise NotImplementedError("lab 10.4: save the new messages")
+        raise NotImplementedError("lab 10.6: save the new messages")
 
 
 def tree_lines(session: Session) -> list[str]:
     """One line per entry, depth first in file order; each branch after a fork starts with `+`."""
-    raise NotImplementedError("lab 10.2: the tree, one line per entry")
+    raise NotImplementedError("lab 10.4: the tree, one line per entry")
 
 
 def describe(entry: Entry) -> str:
     """`user: What is this ...`, `assistant: I will read [read]`, `model_change: llama3.2`."""
-    raise NotImplementedError("lab 10.2: one entry in words")
+    raise NotImplementedError("lab 10.4: one entry in words")
 
 
 def main(argv: list[str] | None = None) -> int:

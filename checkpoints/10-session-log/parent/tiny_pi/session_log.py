@@ -94,9 +94,9 @@ def read_session(path: Path, *, skip_uncommitted: bool = False) -> Session:
 
 def branch_path(session: Session, leaf_id: str | None) -> list[Entry]:
     """The entries from the root to `leaf_id`, in that order; other branches are left out."""
-    raise NotImplementedError("lab 10.2: the path from the root to a leaf")
+    raise NotImplementedError("lab 10.4: the path from the root to a leaf")
 
 
 def context_messages(path: list[Entry]) -> list[AgentMessage]:
     """What the model is sent: the messages of the path, without the metadata."""
-    raise NotImplementedError("lab 10.2: the messages of a path")
+    raise NotImplementedError("lab 10.4: the messages of a path")

@@ -42,19 +42,19 @@ class SessionWriter:
     @classmethod
     def create(cls, path: Path) -> SessionWriter:
         """Start a new session file with its header; a file that exists is never overwritten."""
-        raise NotImplementedError("lab 10.3: create a session file")
+        raise NotImplementedError("lab 10.5: create a session file")
 
     def append_message(self, message: AgentMessage) -> str:
         """Store `message` as it is now, as a child of the last entry; returns its id."""
-        raise NotImplementedError("lab 10.3: append a message")
+        raise NotImplementedError("lab 10.5: append a message")
 
     def append_model_change(self, model: str) -> str:
         """Note that the conversation talks to `model` from here on; returns the entry's id."""
-        raise NotImplementedError("lab 10.3: append a model change")
+        raise NotImplementedError("lab 10.5: append a model change")
 
     def append(self, kind: str, fields: dict[str, Any]) -> str:
         """One entry: its line is made now, written, flushed and synced before this returns."""
-        raise NotImplementedError("lab 10.3: append one entry durably")
+        raise NotImplementedError("lab 10.5: append one entry durably")
 
     def close(self) -> None:
         """Close the file; every entry is already on disk."""

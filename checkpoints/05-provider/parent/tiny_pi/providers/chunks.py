@@ -13,7 +13,7 @@ a block's text is kept as a list of pieces, and an event's partial is a
 `LazyPartial` that remembers how many pieces each block had. The text is
 joined only if somebody reads that partial.
 
-Labs 5.3 to 5.5 starter: the names are given; write the bodies (and the
+Labs 5.3 to 5.7 starter: the names are given; write the bodies (and the
 state the assembler needs in `__init__`). Each stub names the lab that
 first needs it.
 """
@@ -40,32 +40,32 @@ def stop_reason_for(finish_reason: str | None, has_calls: bool) -> StopReason:
 
 def usage_from_wire(wire: object, path: str = "usage") -> Usage:
     """The usage ledger: prompt tokens split into fresh input, cache reads and cache writes."""
-    raise NotImplementedError("lab 5.4: the usage ledger")
+    raise NotImplementedError("lab 5.6: the usage ledger")
 
 
 def wire_index(fragment: dict[str, Any], path: str) -> int | None:
     """The fragment's `index`, or None when the server left it out (older Ollama, Gemini)."""
-    raise NotImplementedError("lab 5.3: a fragment's wire index")
+    raise NotImplementedError("lab 5.4: a fragment's wire index")
 
 
 def valid_text(text: str) -> str:
     """`text` as valid Unicode: a surrogate pair becomes its character, a lone half U+FFFD."""
-    raise NotImplementedError("lab 5.3: valid text")
+    raise NotImplementedError("lab 5.5: valid text")
 
 
 def hold_high_surrogate(text: str) -> tuple[str, str]:
     """`text` split before a high surrogate at its very end: its pair may open the next delta."""
-    raise NotImplementedError("lab 5.3: hold back half a surrogate pair")
+    raise NotImplementedError("lab 5.5: hold back half a surrogate pair")
 
 
 def valid_values(value: Any) -> Any:
     """Parsed JSON with every string, key or value, made valid text."""
-    raise NotImplementedError("lab 5.3: valid text in parsed arguments")
+    raise NotImplementedError("lab 5.5: valid text in parsed arguments")
 
 
 def parse_arguments(raw: str) -> dict[str, Any] | None:
     """The arguments of a finished call, or None when the text is not a JSON object."""
-    raise NotImplementedError("lab 5.3: parse a finished call's arguments")
+    raise NotImplementedError("lab 5.4: parse a finished call's arguments")
 
 
 def unparsed(block: AssistantContent) -> AssistantContent:

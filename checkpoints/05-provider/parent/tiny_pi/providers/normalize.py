@@ -6,7 +6,7 @@ them; every other field (reasoning, refusal, annotations, index, audio,
 ...) stays behind. A field with the wrong shape is refused, with an error
 that names it, instead of being coerced into something plausible.
 
-Lab 5.7 starter: write the three functions.
+Lab 5.9 starter: write the three functions.
 """
 
 from __future__ import annotations
@@ -18,14 +18,14 @@ def normalize_assistant_message(
     wire: object, path: str = "message"
 ) -> tuple[AssistantContent, ...]:
     """The content of a wire assistant message, checked and rebuilt from an allow-list."""
-    raise NotImplementedError("lab 5.7: the normalization seam")
+    raise NotImplementedError("lab 5.9: the normalization seam")
 
 
 def normalize_tool_call(wire: object, path: str) -> ToolCall:
     """One wire tool call: id, function name and arguments (a JSON string), nothing else."""
-    raise NotImplementedError("lab 5.7: normalize one tool call")
+    raise NotImplementedError("lab 5.9: normalize one tool call")
 
 
 def completion_to_message(body: object, *, provider: str, model: str) -> AssistantMessage:
     """A whole non-streamed `chat.completion` answer, through the seam."""
-    raise NotImplementedError("lab 5.7: a non-streamed answer through the seam")
+    raise NotImplementedError("lab 5.9: a non-streamed answer through the seam")

@@ -6,7 +6,7 @@ implements the same `Model` protocol as ScriptedModel, so an agent cannot
 tell the two apart: the same events, the same terminal facts, and no
 exception out of iteration, whatever the network does.
 
-Lab 5.6 starter: the descriptor is given; write the methods.
+Lab 5.8 starter: the descriptor is given; write the methods.
 """
 
 from __future__ import annotations
@@ -46,12 +46,12 @@ class OpenAICompatibleModel:
         tools: Sequence[ToolSpec] | None = None,
     ) -> ModelCallStream:
         """Build the request now; send it once the caller enters the stream."""
-        raise NotImplementedError("lab 5.6: stream one call over HTTP")
+        raise NotImplementedError("lab 5.8: stream one call over HTTP")
 
     def url(self) -> str:
         """Where the request goes: `{base_url}/chat/completions`."""
-        raise NotImplementedError("lab 5.6: the endpoint URL")
+        raise NotImplementedError("lab 5.8: the endpoint URL")
 
     def headers(self) -> dict[str, str]:
         """Ask for an event stream; authenticate only when there is a key."""
-        raise NotImplementedError("lab 5.6: the request headers")
+        raise NotImplementedError("lab 5.8: the request headers")
