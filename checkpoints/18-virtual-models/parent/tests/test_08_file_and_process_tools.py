@@ -418,7 +418,7 @@ def test_queue_edits_of_one_file_in_one_turn_all_land(tmp_path):
     assert (root / "b.txt").read_text(encoding="utf-8") == "b\n"
 
 
-# Lab 8.5: bash, a process tree that always ends, and a guardrail.
+# Lab 8.5: bash, one command, its output and how it ended.
 
 
 def test_bash_runs_in_the_root_and_merges_output_with_the_exit_status(tmp_path):
@@ -432,6 +432,9 @@ def test_bash_runs_in_the_root_and_merges_output_with_the_exit_status(tmp_path):
         True, "Tool 'bash' failed: CommandFailed: partial\n[exit status 3]"
     )
     assert call_tool(registry, "bash", {"command": "true"}) == (False, "[exit status 0]")
+
+
+# Lab 8.6: the output cap, the end of a long output.
 
 
 def test_bash_output_keeps_its_end_with_a_note_inside_the_cap(tmp_path):
@@ -450,6 +453,9 @@ def test_bash_output_keeps_its_end_with_a_note_inside_the_cap(tmp_path):
     assert note == f"[output cut: the first {cut} of {len(everything)} characters are not shown]"
     assert kept == everything[cut:]
     assert len(output) <= 30_000
+
+
+# Lab 8.7: every ending stops the whole process group.
 
 
 def test_bash_a_timeout_kills_the_whole_process_tree(tmp_path):
@@ -479,6 +485,9 @@ def test_bash_the_default_timeout_and_nothing_left_after_an_exit(tmp_path):
     is_error, content = call_tool(registry, "bash", {"command": "sleep 30 >/dev/null & echo pid=$!"})
     assert not is_error, content
     assert gone_soon(pid_in(content)), "a background process outlived its command"
+
+
+# Lab 8.8: an abort ends the command; an aborted call starts none.
 
 
 def test_bash_an_abort_kills_the_process_tree_and_says_aborted(tmp_path):
@@ -522,6 +531,9 @@ def test_bash_a_call_aborted_before_it_starts_never_starts_a_process(tmp_path):
     assert not (root / "started").exists()
 
 
+# Lab 8.9: the guardrail, paths outside the root refused before running.
+
+
 def test_bash_guardrail_refuses_paths_outside_the_root_without_running(tmp_path):
     root = project(tmp_path)
     (tmp_path / "secret.txt").write_text("TOP SECRET", encoding="utf-8")
@@ -547,7 +559,7 @@ def test_bash_guardrail_refuses_paths_outside_the_root_without_running(tmp_path)
     assert call_tool(registry, "bash", {"command": inside}) == (False, "# tiny-pi\n# tiny-pi\n[exit status 0]")
 
 
-# Lab 8.6: python -m tiny_pi.agent with --tools, over real HTTP.
+# Lab 8.10: python -m tiny_pi.agent with --tools and --bash-timeout, over real HTTP.
 
 
 def tool_calls_chunks(calls):
@@ -678,6 +690,9 @@ def test_cli_bad_tool_names_and_timeouts_exit_2_with_one_clear_line(tmp_path, ca
         assert "Traceback" not in stderr
 
 
+# Lab 8.11: ls shows a name that is not UTF-8 as valid text.
+
+
 def test_cli_ls_shows_a_byte_of_a_name_that_is_not_utf8_as_an_x_escape(tmp_path):
     root = project(tmp_path)
     os.close(os.open(os.fsencode(root) + b"/caf\xe9.txt", os.O_CREAT | os.O_WRONLY))  # Latin-1 bytes
@@ -724,6 +739,9 @@ def signalled_agent(root, command, *numbers):
 
 
 SLEEP_30 = "sleep 30 & echo $! > sleep.pid; wait"
+
+
+# Lab 8.12: stop signals end a running bash command.
 
 
 def test_cli_ctrl_c_kills_a_running_bash_command(tmp_path):

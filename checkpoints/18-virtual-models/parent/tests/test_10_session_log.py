@@ -88,7 +88,9 @@ def tree_file_lines():
 
 
 def write_lines(path, lines, final_newline=True):
-    path.write_text("\n".join(lines) + ("\n" if final_newline else ""), encoding="utf-8")
+    """The lines, each a str (written as UTF-8) or bytes (written as they are)."""
+    raw = [line if isinstance(line, bytes) else line.encode("utf-8") for line in lines]
+    path.write_bytes(b"\n".join(raw) + (b"\n" if final_newline else b""))
     return path
 
 
@@ -96,7 +98,7 @@ def replace(number, row):
     """A corruption: line `number` (1 = the header) becomes `row` (a dict, or raw text)."""
 
     def corrupt(lines):
-        lines[number - 1] = row if isinstance(row, str) else json.dumps(row)
+        lines[number - 1] = row if isinstance(row, (str, bytes)) else json.dumps(row)
         return lines
 
     return corrupt
@@ -114,7 +116,9 @@ UNCOMMITTED = (
     "to repair, delete that line, or end it with a newline if it is whole"
 )
 LONE_SURROGATE = "a lone surrogate \\udce9 is not Unicode text"
-CORRUPTIONS = [
+# A line that is not JSON text: refused whatever line it is on.
+NOT_JSON_TEXT = [
+    ("not_utf8", replace(3, b'{"type": "message", "id": "b2", "note": "caf\xe9"}'), 3, "not UTF-8: invalid continuation byte"),
     ("not_json", replace(3, '{"type": "message", "id": "b2"'), 3, "not JSON: Expecting ',' delimiter (column 31)"),
     ("not_an_object", replace(2, "[1, 2]"), 2, "expected a JSON object, got list"),
     ("nan", replace(4, with_arguments('{"n": NaN}')), 4, "NaN is not a JSON value"),
@@ -122,29 +126,43 @@ CORRUPTIONS = [
     # valid JSON (json.dumps writes the escape \udce9), but half a UTF-16 pair is no text
     ("lone_surrogate", replace(3, message_entry("b2", "a1", user_message("caf\udce9"))), 3, LONE_SURROGATE),
     ("key_twice", replace(3, '{"type": "message", "id": "b2", "id": "x2"}'), 3, "the key 'id' appears twice"),
+]
+# JSON objects that break the log: a header, an entry's type and fields, its id, its parent, its content.
+BROKEN_ENTRIES = [
+    ("not_a_header", replace(1, entry("model_change", "a0", None, model="m")), 1, "expected the session header, got type 'model_change'"),
+    ("header_version", replace(1, {"type": "session", "version": 2, "id": "s1", "timestamp": 0}), 1, "unsupported version 2 (this reader knows 1)"),
+    ("header_id", replace(1, {"type": "session", "version": 1, "id": None, "timestamp": 0}), 1, "a session id is a non-empty string, got None"),
+    ("header_without_id", replace(1, {"type": "session", "version": 1, "timestamp": 0}), 1, "missing field 'id'"),
     ("unknown_type", replace(6, entry("label", "e5", "d4", name="done")), 6, "unknown entry type 'label'"),
     ("unknown_field", replace(2, entry("model_change", "a1", None, model="m", note="x")), 2, "unknown field 'note'"),
     ("missing_field", replace(2, {"type": "model_change", "id": "a1", "model": "m"}), 2, "missing field 'parent_id'"),
+    ("bad_id", replace(2, entry("model_change", 7, None, model="m")), 2, "an id is a non-empty string, got 7"),
     ("reused_id", replace(7, message_entry("c3", "e5", user_message("Hi"))), 7, "id 'c3' is already used by line 4"),
     ("unknown_parent", replace(7, message_entry("f6", "zz", user_message("Hi"))), 7, "parent_id 'zz' names no earlier entry"),
     # h8 is on line 9, after f6, but not below it: a later parent that forms no cycle
     ("later_parent", replace(7, message_entry("f6", "h8", user_message("Hi"))), 7, "parent_id 'h8' names no earlier entry"),
     ("second_root", replace(9, message_entry("h8", None, user_message("Hi"))), 9, "parent_id is null, but only the first entry is a root"),
+    ("model_not_a_string", replace(2, entry("model_change", "a1", None, model=3)), 2, "a model is a string, got 3"),
     (
         "message_refused",
         replace(8, entry("message", "g7", "f6", message={"role": "robot", "content": []})),
         8,
         "message refused: message: unknown role 'robot'",
     ),
-    ("header_version", replace(1, {"type": "session", "version": 2, "id": "s1", "timestamp": 0}), 1, "unsupported version 2 (this reader knows 1)"),
-    ("header_id", replace(1, {"type": "session", "version": 1, "id": None, "timestamp": 0}), 1, "a session id is a non-empty string, got None"),
+]
+# What a crash in the middle of a write leaves, and a file with nothing in it.
+UNCOMMITTED_TAILS = [
     ("torn", "torn", 9, UNCOMMITTED),
     ("unended", "unended", 9, UNCOMMITTED),
 ]
+CORRUPTIONS = NOT_JSON_TEXT + BROKEN_ENTRIES + UNCOMMITTED_TAILS + [("empty", "empty", 1, "no session header: the file is empty")]
 
 
 def corrupt_file(tmp_path, corrupt):
-    """The tree file, with one line corrupted; "torn": half a last line, "unended": a whole one, neither ended."""
+    """The tree file, with one line corrupted; "torn": half a last line, "unended": a whole one, neither ended;
+    "empty": no bytes at all."""
+    if corrupt == "empty":
+        return write_lines(tmp_path / "session.jsonl", [], final_newline=False)
     lines = tree_file_lines()
     if corrupt == "torn":
         lines[-1] = lines[-1][: len(lines[-1]) // 2]
@@ -157,7 +175,7 @@ def roles(messages):
     return [message.role for message in messages]
 
 
-# Lab 10.1: reading a session that is whole, or refused with its line.
+# Lab 10.1: reading a whole session; the newline commits a line.
 
 
 def test_read_a_session_gives_its_entries_in_file_order(tmp_path):
@@ -175,17 +193,6 @@ def test_read_a_session_gives_its_entries_in_file_order(tmp_path):
     assert session.entries[2].message.content[1] == CALL
     assert session.last_id == "h8"
     assert session.uncommitted_line is None
-
-
-@pytest.mark.parametrize(("name", "corrupt", "line", "reason"), CORRUPTIONS, ids=[c[0] for c in CORRUPTIONS])
-def test_read_refuses_a_corrupt_line_with_its_number_and_reason(tmp_path, name, corrupt, line, reason):
-    path = corrupt_file(tmp_path, corrupt)
-
-    with pytest.raises(SessionError) as refused:
-        read_session(path)
-
-    assert str(refused.value) == f"{path}:{line}: {reason}"
-    assert (refused.value.line, refused.value.reason) == (line, reason)
 
 
 def test_read_splits_lines_only_at_the_newline(tmp_path):
@@ -209,7 +216,36 @@ def test_read_may_skip_an_uncommitted_tail_only_when_asked(tmp_path):
         read_session(path)
 
 
-# Lab 10.2: the tree, and the path the model is sent.
+@pytest.mark.parametrize(("name", "corrupt", "line", "reason"), UNCOMMITTED_TAILS + [CORRUPTIONS[-1]], ids=["torn", "unended", "empty"])
+def test_read_refuses_an_uncommitted_last_line_or_an_empty_file(tmp_path, name, corrupt, line, reason):
+    assert_refused(corrupt_file(tmp_path, corrupt), line, reason)
+
+
+def assert_refused(path, line, reason):
+    with pytest.raises(SessionError) as refused:
+        read_session(path)
+
+    assert str(refused.value) == f"{path}:{line}: {reason}"
+    assert (refused.value.line, refused.value.reason) == (line, reason)
+
+
+# Lab 10.2: refusing a line that is not JSON text, with its number.
+
+
+@pytest.mark.parametrize(("name", "corrupt", "line", "reason"), NOT_JSON_TEXT, ids=[c[0] for c in NOT_JSON_TEXT])
+def test_read_refuses_a_line_that_is_not_json_text(tmp_path, name, corrupt, line, reason):
+    assert_refused(corrupt_file(tmp_path, corrupt), line, reason)
+
+
+# Lab 10.3: refusing an entry that breaks the log, in the order of its checks.
+
+
+@pytest.mark.parametrize(("name", "corrupt", "line", "reason"), BROKEN_ENTRIES, ids=[c[0] for c in BROKEN_ENTRIES])
+def test_read_refuses_an_entry_that_breaks_the_log(tmp_path, name, corrupt, line, reason):
+    assert_refused(corrupt_file(tmp_path, corrupt), line, reason)
+
+
+# Lab 10.4: the tree, and the path the model is sent.
 
 
 def test_tree_the_path_runs_from_the_root_to_the_leaf_and_leaves_other_branches_out(tmp_path):
@@ -280,7 +316,7 @@ def test_tree_show_refuses_a_lone_surrogate_in_one_line_never_a_traceback(tmp_pa
     assert done.stderr.decode() == f"{path}:3: {LONE_SURROGATE}\n"
 
 
-# Lab 10.3: the writer, one committed line per entry.
+# Lab 10.5: the writer, one committed line per entry.
 
 
 def test_writer_creates_a_session_and_chains_each_entry_to_the_one_before(tmp_path):
@@ -364,7 +400,7 @@ def test_writer_after_an_io_failure_refuses_every_later_append_with_the_same_err
     assert path.read_bytes() == after_failure
 
 
-# Lab 10.4: python -m tiny_pi.agent --session FILE, over real HTTP.
+# Lab 10.6: python -m tiny_pi.agent --session FILE keeps and resumes the conversation.
 
 
 @contextmanager
@@ -410,6 +446,34 @@ def sent_roles(server, index):
     return [m["role"] for m in server.requests[index][1]["messages"]]
 
 
+def fifo(tmp_path):
+    os.mkfifo(tmp_path / "pipe.jsonl")  # nobody ever writes: opening it to read would wait for ever
+    return tmp_path / "pipe.jsonl"
+
+
+def dangling_link(tmp_path):
+    (tmp_path / "link.jsonl").symlink_to(tmp_path / "nowhere.jsonl")
+    return tmp_path / "link.jsonl"
+
+
+def directory(tmp_path):
+    (tmp_path / "sessions").mkdir()
+    return tmp_path / "sessions"
+
+
+async def call_with_nan_then_answer(stream, body):
+    """Turn 1 calls read with `{"path": NaN}` (Python's json reads NaN); any later turn answers."""
+    if body["messages"][-1]["role"] == "user" and len(body["messages"]) == 1:
+        payloads = [*tool_call_chunks("call_1", "read", '{"path": NaN}'), chunk(finish_reason="tool_calls")]
+    else:
+        payloads = [chunk({"role": "assistant", "content": "Done."}), chunk(finish_reason="stop")]
+    await stream.send_all(STREAM_HEAD)
+    for payload in payloads:
+        await send_chunk(stream, sse(payload))
+    await send_chunk(stream, b"data: [DONE]\n\n")
+    await stream.send_all(b"0\r\n\r\n")
+
+
 def test_live_a_resumed_run_sends_the_earlier_conversation(tmp_path, project, capsys):
     path = tmp_path / "session.jsonl"
     with serving() as server:
@@ -441,6 +505,53 @@ def test_live_every_message_is_on_disk_before_the_next_request(tmp_path, project
     assert len(read_session(path).entries) == 5  # the model change and four messages
 
 
+def test_live_prompts_from_stdin_append_to_one_session(tmp_path, project, capsys, monkeypatch):
+    path = tmp_path / "session.jsonl"
+    monkeypatch.setattr(sys, "stdin", io.StringIO("What is this project called?\nAnd again?\n"))
+    with serving() as server:
+        assert agent(server, project, "--session", str(path)) == 0
+
+    session = read_session(path)
+    assert [e.parent_id for e in session.entries[1:]] == [e.id for e in session.entries[:-1]]
+    assert len(session.entries) == 9  # one model change, two round trips of four messages
+
+
+def test_live_kill_9_during_a_model_call_loses_nothing_written_before_it(tmp_path, project):
+    path = tmp_path / "session.jsonl"
+    held = threading.Event()
+
+    async def hold_the_second(stream, body):
+        if len(body["messages"]) < 3:
+            return await readme_model(stream, body)
+        held.set()
+        await trio.sleep_forever()  # the answer never comes: the process dies waiting
+
+    env = {key: value for key, value in os.environ.items() if "proxy" not in key.lower()}
+    env.pop("TINY_PI_API_KEY", None)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    with serving(hold_the_second) as server:
+        command = [sys.executable, "-m", "tiny_pi.agent", "--base-url", server.base_url, "--model", "loopback",
+                   "--root", str(project), "--session", str(path), "What is this project called?"]
+        process = subprocess.Popen(command, cwd=PROJECT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            wait_while_running(held, process, "the second model call never came", process.stderr.read)
+        finally:
+            process.send_signal(signal.SIGKILL)
+            process.wait(PROCESS_TIME_LIMIT)
+            process.stderr.close()
+    assert process.returncode == -signal.SIGKILL
+
+    session = read_session(path)  # whole: every line that was written was committed
+    assert roles(context_messages(list(session.entries))) == ["user", "assistant", "toolResult"]
+
+    with serving() as server:
+        assert agent(server, project, "--session", str(path), "And now?") == 0
+    assert sent_roles(server, 0) == ["user", "assistant", "tool", "user"]
+
+
+# Lab 10.7: --branch ID continues from an earlier entry.
+
+
 def test_live_branch_sends_only_its_path_and_keeps_the_other_branch(tmp_path, project, capsys):
     path = tmp_path / "session.jsonl"
     with serving() as server:
@@ -459,30 +570,6 @@ def test_live_branch_sends_only_its_path_and_keeps_the_other_branch(tmp_path, pr
     assert texts["Right branch?"].parent_id == answer_id == texts["Left branch?"].parent_id
 
 
-def test_live_prompts_from_stdin_append_to_one_session(tmp_path, project, capsys, monkeypatch):
-    path = tmp_path / "session.jsonl"
-    monkeypatch.setattr(sys, "stdin", io.StringIO("What is this project called?\nAnd again?\n"))
-    with serving() as server:
-        assert agent(server, project, "--session", str(path)) == 0
-
-    session = read_session(path)
-    assert [e.parent_id for e in session.entries[1:]] == [e.id for e in session.entries[:-1]]
-    assert len(session.entries) == 9  # one model change, two round trips of four messages
-
-
-@pytest.mark.parametrize(("name", "corrupt", "line", "reason"), CORRUPTIONS, ids=[c[0] for c in CORRUPTIONS])
-def test_live_a_corrupt_session_is_refused_before_any_request(tmp_path, project, capsys, name, corrupt, line, reason):
-    path = corrupt_file(tmp_path, corrupt)
-    before = path.read_bytes()
-    with serving() as server:
-        status = agent(server, project, "--session", str(path), "What is this project called?")
-
-    assert status == 2
-    assert capsys.readouterr().err == f"{path}:{line}: {reason}\n"
-    assert path.read_bytes() == before
-    assert server.requests == []
-
-
 def test_live_an_unknown_branch_is_refused_before_any_request(tmp_path, project, capsys):
     path = write_lines(tmp_path / "session.jsonl", tree_file_lines())
     before = path.read_bytes()
@@ -494,19 +581,7 @@ def test_live_an_unknown_branch_is_refused_before_any_request(tmp_path, project,
     assert (path.read_bytes(), server.requests) == (before, [])
 
 
-def fifo(tmp_path):
-    os.mkfifo(tmp_path / "pipe.jsonl")  # nobody ever writes: opening it to read would wait for ever
-    return tmp_path / "pipe.jsonl"
-
-
-def dangling_link(tmp_path):
-    (tmp_path / "link.jsonl").symlink_to(tmp_path / "nowhere.jsonl")
-    return tmp_path / "link.jsonl"
-
-
-def directory(tmp_path):
-    (tmp_path / "sessions").mkdir()
-    return tmp_path / "sessions"
+# Lab 10.8: refused before any request, stopped before the next call when a write fails.
 
 
 NOT_FILES = [
@@ -521,6 +596,19 @@ LIMITED_AGENT = (
     "import resource, runpy; resource.setrlimit(resource.RLIMIT_AS, (2**30, 2**30)); "
     "runpy.run_module('tiny_pi.agent', run_name='__main__')"
 )
+
+
+@pytest.mark.parametrize(("name", "corrupt", "line", "reason"), CORRUPTIONS, ids=[c[0] for c in CORRUPTIONS])
+def test_live_a_corrupt_session_is_refused_before_any_request(tmp_path, project, capsys, name, corrupt, line, reason):
+    path = corrupt_file(tmp_path, corrupt)
+    before = path.read_bytes()
+    with serving() as server:
+        status = agent(server, project, "--session", str(path), "What is this project called?")
+
+    assert status == 2
+    assert capsys.readouterr().err == f"{path}:{line}: {reason}\n"
+    assert path.read_bytes() == before
+    assert server.requests == []
 
 
 @pytest.mark.parametrize(("name", "make", "kind"), NOT_FILES, ids=[case[0] for case in NOT_FILES])
@@ -571,19 +659,6 @@ def test_live_a_failed_write_stops_the_run_before_the_next_model_call(tmp_path, 
     assert "listener SessionRecorder raised SessionWriteError: cannot write" in capsys.readouterr().err
 
 
-async def call_with_nan_then_answer(stream, body):
-    """Turn 1 calls read with `{"path": NaN}` (Python's json reads NaN); any later turn answers."""
-    if body["messages"][-1]["role"] == "user" and len(body["messages"]) == 1:
-        payloads = [*tool_call_chunks("call_1", "read", '{"path": NaN}'), chunk(finish_reason="tool_calls")]
-    else:
-        payloads = [chunk({"role": "assistant", "content": "Done."}), chunk(finish_reason="stop")]
-    await stream.send_all(STREAM_HEAD)
-    for payload in payloads:
-        await send_chunk(stream, sse(payload))
-    await send_chunk(stream, b"data: [DONE]\n\n")
-    await stream.send_all(b"0\r\n\r\n")
-
-
 def test_live_any_failure_to_write_an_entry_stops_the_run_before_the_next_model_call(tmp_path, project):
     path = tmp_path / "session.jsonl"
     env = {key: value for key, value in os.environ.items() if "proxy" not in key.lower()}
@@ -601,36 +676,3 @@ def test_live_any_failure_to_write_an_entry_stops_the_run_before_the_next_model_
     assert "Out of range float values are not JSON compliant" in stderr  # why, in one line
     assert "Traceback" not in stderr
     assert roles(context_messages(list(read_session(path).entries))) == ["user"]
-
-
-def test_live_kill_9_during_a_model_call_loses_nothing_written_before_it(tmp_path, project):
-    path = tmp_path / "session.jsonl"
-    held = threading.Event()
-
-    async def hold_the_second(stream, body):
-        if len(body["messages"]) < 3:
-            return await readme_model(stream, body)
-        held.set()
-        await trio.sleep_forever()  # the answer never comes: the process dies waiting
-
-    env = {key: value for key, value in os.environ.items() if "proxy" not in key.lower()}
-    env.pop("TINY_PI_API_KEY", None)
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    with serving(hold_the_second) as server:
-        command = [sys.executable, "-m", "tiny_pi.agent", "--base-url", server.base_url, "--model", "loopback",
-                   "--root", str(project), "--session", str(path), "What is this project called?"]
-        process = subprocess.Popen(command, cwd=PROJECT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        try:
-            wait_while_running(held, process, "the second model call never came", process.stderr.read)
-        finally:
-            process.send_signal(signal.SIGKILL)
-            process.wait(PROCESS_TIME_LIMIT)
-            process.stderr.close()
-    assert process.returncode == -signal.SIGKILL
-
-    session = read_session(path)  # whole: every line that was written was committed
-    assert roles(context_messages(list(session.entries))) == ["user", "assistant", "toolResult"]
-
-    with serving() as server:
-        assert agent(server, project, "--session", str(path), "And now?") == 0
-    assert sent_roles(server, 0) == ["user", "assistant", "tool", "user"]

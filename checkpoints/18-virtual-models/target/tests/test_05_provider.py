@@ -464,7 +464,7 @@ def test_sse_any_split_into_reads_gives_the_same_events(cuts):
     assert decode(*reads) == decode(SSE_BODY)
 
 
-# Lab 5.3: chunks to events, tool-call fragments merged by index.
+# Lab 5.3: chunks to events: text, and one terminal event.
 
 
 def test_chunks_text_only():
@@ -476,6 +476,16 @@ def test_chunks_text_only():
     assert events[0].partial.content == ()
     assert events[1].partial.content == (text("Hello"),)
     assert message.content == (text("Hello, world"),)
+
+
+def test_chunks_a_payload_that_is_json_but_not_an_object_is_refused():
+    message = failed(assemble([says("ok"), "[1]", finish("stop"), "[DONE]"]))
+
+    assert message.error_message == "chunk must be an object, got array"
+    assert message.content == (text("ok"),)
+
+
+# Lab 5.4: tool-call fragments merged by index.
 
 
 def test_chunks_tool_call_id_and_name_only_on_first_fragment():
@@ -534,13 +544,6 @@ def test_chunks_a_first_fragment_without_an_id_or_a_name_is_refused():
         assert message.content == (text("Reading."),), case
 
 
-def test_chunks_a_payload_that_is_json_but_not_an_object_is_refused():
-    message = failed(assemble([says("ok"), "[1]", finish("stop"), "[DONE]"]))
-
-    assert message.error_message == "chunk must be an object, got array"
-    assert message.content == (text("ok"),)
-
-
 def test_chunks_a_new_id_on_an_open_index_starts_a_new_call():
     events = assemble(EVERY_CALL_AT_INDEX_0)
 
@@ -580,6 +583,9 @@ def streamed_pieces(events):
     return [event.delta for event in events if event.type in ("text_delta", "toolcall_delta")]
 
 
+# Lab 5.5: only valid text reaches the transcript.
+
+
 def test_chunks_a_surrogate_pair_split_across_deltas_is_joined_and_a_lone_one_replaced():
     events = assemble(SPLIT_EMOJI)
 
@@ -607,7 +613,7 @@ def test_chunks_a_high_surrogate_still_waiting_when_its_block_ends_becomes_u_fff
     assert message.content == (text("the end \ufffd"),)
 
 
-# Lab 5.4: the usage ledger and the finish-reason cross-check.
+# Lab 5.6: the usage ledger and the finish-reason cross-check.
 
 
 def test_ledger_from_a_trailing_chunk_without_choices():
@@ -706,7 +712,7 @@ def test_finish_an_unfinished_call_in_a_failed_message_cannot_run():
     assert message.content == (ToolCall("call-1", "read", None, '{"path": '),)
 
 
-# Lab 5.5: lazy partials, linear memory.
+# Lab 5.7: lazy partials, linear memory.
 
 
 def test_partials_are_snapshots_that_later_events_do_not_change():
@@ -764,7 +770,7 @@ def test_partials_keeping_every_event_costs_memory_linear_in_the_reply():
     assert events[-1].partial.content == (text("0123456789" * 2_000),)
 
 
-# Lab 5.6: the real HTTP transport, and errors as events.
+# Lab 5.8: the real HTTP transport, and errors as events.
 
 
 def test_http_request_carries_bearer_accept_and_the_body():
@@ -1186,7 +1192,7 @@ def test_http_any_bytes_end_in_exactly_one_terminal_event(body):
     assert "unexpected" not in (message.error_message or "")
 
 
-# Lab 5.7: the normalization seam.
+# Lab 5.9: the normalization seam.
 
 
 def test_seam_rebuilds_a_wire_message_from_an_allow_list():
