@@ -555,6 +555,23 @@ def test_router_a_state_the_session_cannot_write_aborts_the_run_and_poisons_the_
     assert "router_state" not in [entry.type for entry in read_session(path).entries]
 
 
+def test_router_without_a_session_the_states_are_taken_and_dropped():
+    catalog, _, _ = two_models([reply("fast", "ok")])
+    catalog.add_virtual(Steps())
+    router = Router(catalog, "auto")
+
+    async def main():
+        async with trio.open_nursery() as nursery:
+            runtime = Runtime(ScriptedModel([]), ToolRegistry(), nursery, router=router)
+            runtime.prompt("go")
+            await runtime.dispose()
+        return runtime.last_outcome
+
+    outcome = run(main)
+    assert outcome.stop_reason == "stop"
+    assert router.states == {"auto": {"count": 1}} and router.unsaved == []  # kept for routing, not for a file
+
+
 def test_router_no_state_is_written_once_the_session_log_has_failed(tmp_path):
     path = tmp_path / "session.jsonl"
     catalog, _, _ = two_models([reply("fast", "ok")])
@@ -810,6 +827,14 @@ def test_fallback_skips_a_model_whose_context_window_is_smaller_than_the_context
                        "the context (~251 tokens)"]
 
 
+def test_fallback_a_retry_of_a_failure_with_no_reason_says_error():
+    catalog, notices = fallback_catalog()
+    aborted = assistant_message([], "aborted", model="fast", provider="test", error_message="stopped")
+    target, _ = resolve_route(catalog, "auto", reason="retry", messages=[user_message("a"), aborted], failed=aborted)
+    assert target.id == "smart"
+    assert notices == ["fallback auto: fast failed (error); retrying on smart"]
+
+
 def test_fallback_with_no_model_left_is_a_routing_error():
     catalog, notices = fallback_catalog(windows=(10, 10))
     with pytest.raises(RoutingError) as raised:
@@ -875,9 +900,10 @@ def test_payoff_load_models_builds_the_catalog_from_the_file(tmp_path, monkeypat
      "model 'a': unknown key 'url' (a physical model's keys are base_url, context_window, api_key_env)"),
     ("[models.auto]\nfallback = ['nope']\n\n[models.b]\nbase_url = 'ftp://h'\n",
      "model 'b': \"base_url\" is an http:// or https:// URL, got 'ftp://h'"),
+    ("[models.\" \"]\nbase_url = 'http://h/v1'\n", "a model id is a non-empty string, got ' '"),
 ], ids=["missing", "not-toml", "no-models", "both-kinds", "unknown-key", "bad-url", "bad-window", "unset-key",
         "empty-fallback", "unknown-fallback", "empty-models", "not-a-table", "key-variable-not-a-string",
-        "empty-key", "kind-before-keys", "keys-before-values", "physical-models-before-fallbacks"])
+        "empty-key", "kind-before-keys", "keys-before-values", "physical-models-before-fallbacks", "blank-id"])
 def test_payoff_a_bad_models_file_is_one_line_that_says_where_and_why(tmp_path, monkeypatch, text, line):
     monkeypatch.setenv("EMPTY_KEY_18", "")
     path = tmp_path / "models.toml"
