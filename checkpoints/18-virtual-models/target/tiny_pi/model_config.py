@@ -99,4 +99,6 @@ def api_key(id: str, variable: Any) -> str | None:
         raise ModelsConfigError(f"model {id!r}: \"api_key_env\" is the name of an environment variable, got {variable!r}")
     if variable not in os.environ:
         raise ModelsConfigError(f"model {id!r}: \"api_key_env\" names {variable}, which is not set")
+    if not os.environ[variable]:
+        raise ModelsConfigError(f"model {id!r}: \"api_key_env\" names {variable}, which is empty")
     return os.environ[variable]

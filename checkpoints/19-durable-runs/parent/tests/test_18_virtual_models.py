@@ -20,10 +20,19 @@ import trio
 from loopback_server import STREAM_HEAD, LoopbackServer, chunk, send_chunk, sse
 
 from tiny_pi.abort import AbortSignal
-from tiny_pi.agent_loop import run_agent
+from tiny_pi.agent_loop import retry_decision, run_agent
 from tiny_pi.compaction import summarise
 from tiny_pi.fallback import FallbackModel, fallback_reason
-from tiny_pi.messages import AgentContext, ToolCall, ToolResultMessage, assistant_message, text, text_of, user_message
+from tiny_pi.messages import (
+    AgentContext,
+    ToolCall,
+    ToolResultMessage,
+    assistant_message,
+    now_ms,
+    text,
+    text_of,
+    user_message,
+)
 from tiny_pi.model_catalog import (
     CatalogError,
     ModelCatalog,
@@ -38,10 +47,11 @@ from tiny_pi.model_config import ModelsConfigError, load_models
 from tiny_pi.modes.json_mode import event_data
 from tiny_pi.providers.openai_compatible import OpenAICompatibleModel
 from tiny_pi.routing import DirectModel, Router
-from tiny_pi.runtime import Runtime
+from tiny_pi.runtime import Runtime, RuntimeRefused
 from tiny_pi.scripted_model import ScriptedModel
 from tiny_pi.session import open_session, tree_lines
 from tiny_pi.session_log import RouterStateEntry, SessionError, read_session
+from tiny_pi.session_writer import SessionWriteError
 from tiny_pi.tool_patches import ToolsPatch
 from tiny_pi.tools import Tool, ToolRegistry
 
@@ -199,7 +209,11 @@ PATCH = ToolsPatch(tools_added=({"name": "echo", "description": "d", "parameters
       ToolResultMessage("c1", "echo", (text("x"),), False, 0), PATCH], "continuation"),
     ([user_message("go"), failed("fast", "HTTP 429: slow down")], "retry"),
     ([user_message("go"), failed("fast", "HTTP 429: slow down"), user_message("again")], "user"),
-], ids=["first", "after-tool-results", "after-a-patch", "after-a-failed-reply", "failed-then-user"])
+    ([user_message("go"), assistant_message([], "aborted", model="fast", provider="test", error_message="stop")],
+     "retry"),
+    ([PATCH], "user"),
+], ids=["first", "after-tool-results", "after-a-patch", "after-a-failed-reply", "failed-then-user",
+        "after-an-aborted-reply", "no-user-message-or-reply"])
 def test_loop_request_reason_is_read_from_the_newest_user_message_or_reply(messages, reason):
     found, failed_reply = request_reason(messages)
     assert found == reason
@@ -260,11 +274,14 @@ def test_loop_a_hook_that_raises_ends_the_turn_with_an_error_reply_and_calls_no_
         return await run_agent(untouched, context, ToolRegistry(), prepare_request=prepare_request,
                                on_event=events.append)
 
+    before = now_ms()
     outcome = run(main)
     assert untouched.requests == []
     assert outcome.stop_reason == "error" and outcome.turns == 1 and outcome.error_message == message
-    assert [m.role for m in outcome.messages] == ["assistant"]
-    assert outcome.messages[0].stop_reason == "error" and outcome.messages[0].model == "unrouted"
+    [unrouted] = outcome.messages
+    assert (unrouted.role, unrouted.stop_reason, unrouted.content) == ("assistant", "error", ())
+    assert (unrouted.provider, unrouted.model, unrouted.error_message) == ("unrouted", "unrouted", message)
+    assert before <= unrouted.timestamp <= now_ms()  # the time the reply was made
     assert [e.type for e in events] == ["agent_start", "turn_start", "start", "error", "turn_end", "agent_end"]
 
 
@@ -349,19 +366,25 @@ def test_router_state_is_handed_to_the_next_route_and_noted_only_when_it_changes
     assert router.take_unsaved() == []
 
 
-def test_router_a_state_json_cannot_hold_is_a_routing_error_and_nothing_is_kept():
+@pytest.mark.parametrize("state, message", [
+    ({"seen": {1, 2}}, "virtual model 'auto' returned a state JSON cannot hold: Object of type set is not JSON serializable"),
+    ({"score": float("nan")}, "virtual model 'auto' returned a state JSON cannot hold: Out of range float values"),
+    ([1, 2], "virtual model 'auto' returned a state that is not a JSON object: [1, 2]"),
+], ids=["a-set", "nan", "not-an-object"])
+def test_router_a_state_json_cannot_hold_is_a_routing_error_and_nothing_is_kept(state, message):
     catalog, _, _ = two_models()
 
     class Odd:
         id = "auto"
 
         def route(self, request):
-            return Route("fast", {"seen": {1, 2}})
+            return Route("fast", state)
 
     catalog.add_virtual(Odd())
     router = Router(catalog, "auto")
-    with pytest.raises(RoutingError, match="virtual model 'auto' returned a state JSON cannot hold"):
+    with pytest.raises(RoutingError) as raised:
         run(router.prepare_request, request_for(user_message("a")), AbortSignal())
+    assert str(raised.value).startswith(message)  # json's own words follow the colon
     assert router.states == {} and router.unsaved == []
 
 
@@ -378,6 +401,16 @@ def test_router_direct_calls_read_and_write_no_state():
     assert [request.state for request in auto.seen] == [None, None]
     assert router.states == {"auto": {"count": 1}} and router.unsaved == []
     assert "summarised" in summary and len(fast.requests) == 1  # the summary call reached a physical model
+
+
+def test_router_direct_calls_with_a_physical_selection_ask_no_router():
+    catalog, _, smart = two_models()
+    auto = Counting()
+    catalog.add_virtual(auto)
+    router = Router(catalog, "smart", {"auto": {"count": 1}})
+
+    assert router.route_direct([user_message("summary")]) is catalog.physical("smart")
+    assert auto.seen == [] and router.unsaved == []
 
 
 def routed_runtime(path, catalog, prompts, branch=None):
@@ -476,6 +509,93 @@ def test_router_a_failed_route_writes_no_state_and_the_next_prompt_routes_again(
     assert [request.reason for request in flaky.seen] == ["user", "user"]  # the new prompt is no retry
 
 
+class Steps:
+    """A virtual model that always names fast, and counts its routes in its state."""
+
+    id = "auto"
+
+    def route(self, request):
+        return Route("fast", {"count": (request.state or {}).get("count", 0) + 1})
+
+
+def runtime_with_writer(path, catalog, registry, change_writer):
+    """One prompt through a Runtime whose session writer `change_writer` has altered; (outcome, runtime)."""
+    found = []
+
+    async def main():
+        session = open_session(path, None, "auto")
+        change_writer(session.writer)
+        async with trio.open_nursery() as nursery:
+            runtime = Runtime(ScriptedModel([]), registry, nursery, session=session, router=Router(catalog, "auto"))
+            runtime.prompt("go")
+            await runtime.flush()
+            found.append((runtime.last_outcome, runtime))
+            await runtime.dispose()
+
+    run(main)
+    return found[0]
+
+
+def test_router_a_state_the_session_cannot_write_aborts_the_run_and_poisons_the_runtime(tmp_path):
+    path = tmp_path / "session.jsonl"
+    catalog, fast, _ = two_models([reply("fast", "calling", "toolUse", [CALL]), reply("fast", "never")])
+    catalog.add_virtual(Steps())
+
+    def refuse_states(writer):
+        def append_router_state(model, state):
+            raise SessionWriteError("disk full")
+        writer.append_router_state = append_router_state
+
+    outcome, runtime = runtime_with_writer(path, catalog, ToolRegistry([ECHO]), refuse_states)
+
+    assert outcome.stop_reason == "aborted"  # the write at the second turn_start stopped the run
+    assert runtime.failure == "disk full"
+    with pytest.raises(RuntimeRefused, match="the session log failed, so the runtime takes no more prompts: disk full"):
+        runtime.prompt("again")
+    assert "router_state" not in [entry.type for entry in read_session(path).entries]
+
+
+def test_router_without_a_session_the_states_are_taken_and_dropped():
+    catalog, _, _ = two_models([reply("fast", "ok")])
+    catalog.add_virtual(Steps())
+    router = Router(catalog, "auto")
+
+    async def main():
+        async with trio.open_nursery() as nursery:
+            runtime = Runtime(ScriptedModel([]), ToolRegistry(), nursery, router=router)
+            runtime.prompt("go")
+            await runtime.dispose()
+        return runtime.last_outcome
+
+    outcome = run(main)
+    assert outcome.stop_reason == "stop"
+    assert router.states == {"auto": {"count": 1}} and router.unsaved == []  # kept for routing, not for a file
+
+
+def test_router_no_state_is_written_once_the_session_log_has_failed(tmp_path):
+    path = tmp_path / "session.jsonl"
+    catalog, _, _ = two_models([reply("fast", "ok")])
+    catalog.add_virtual(Steps())
+    states = []
+
+    def fail_the_reply(writer):
+        append_message = writer.append_message
+
+        def failing(message):
+            if message.role == "assistant":
+                raise SessionWriteError("disk full")
+            return append_message(message)
+
+        def append_router_state(model, state):
+            states.append((model, state))
+        writer.append_message, writer.append_router_state = failing, append_router_state
+
+    outcome, runtime = runtime_with_writer(path, catalog, ToolRegistry(), fail_the_reply)
+
+    assert runtime.failure == "disk full"  # the recorder failed first, at agent_end
+    assert states == []  # the route's state came after a failure: it is not written
+
+
 def session_lines(*entries):
     header = {"type": "session", "version": 1, "id": "s1", "timestamp": 1}
     change = {"type": "model_change", "id": "a1", "parent_id": None, "model": "auto"}
@@ -495,9 +615,10 @@ def test_router_the_session_reader_takes_a_router_state_entry_in_its_exact_shape
 @pytest.mark.parametrize("change, reason", [
     ({"state": [1, 2]}, "a router state is a JSON object, got [1, 2]"),
     ({"model": ""}, "a router state's model is a non-empty string, got ''"),
+    ({"model": " "}, "a router state's model is a non-empty string, got ' '"),
     ({"note": "x"}, "unknown field 'note'"),
     ({"state": None}, "a router state is a JSON object, got None"),
-], ids=["state-not-an-object", "empty-model", "unknown-field", "null-state"])
+], ids=["state-not-an-object", "empty-model", "blank-model", "unknown-field", "null-state"])
 def test_router_the_session_reader_refuses_a_router_state_of_another_shape_by_its_line(tmp_path, change, reason):
     path = tmp_path / "session.jsonl"
     entry = {"type": "router_state", "id": "b2", "parent_id": "a1", "model": "auto", "state": {"count": 1}, **change}
@@ -544,12 +665,55 @@ def fallback_catalog(windows=(None, None), say=None):
     ("user", [user_message("a")], None, "fast"),
     ("continuation", [user_message("a"), reply("smart", "calling", "toolUse", [CALL])], None, "smart"),
     ("retry", [user_message("a"), failed("fast", "HTTP 429: x")], "fast", "smart"),
-], ids=["user-first", "continuation-stays", "retry-next"])
+    ("retry", [user_message("a"), failed("other", "HTTP 429: x")], "other", "fast"),
+    ("continuation", [user_message("a"), reply("other", "calling", "toolUse", [CALL])], None, "fast"),
+    ("direct", [user_message("a"), reply("smart", "b")], None, "fast"),
+], ids=["user-first", "continuation-stays", "retry-next", "retry-of-a-model-not-listed",
+        "continuation-of-a-model-not-listed", "direct-first"])
 def test_fallback_model_picks_first_the_same_or_the_next(reason, messages, failed_reply, chosen):
     catalog, _ = fallback_catalog()
     failed_message = messages[-1] if failed_reply else None
     target, _ = resolve_route(catalog, "auto", reason=reason, messages=messages, failed=failed_message)
     assert target.id == chosen
+
+
+def test_fallback_retry_decision_goes_round_once_for_a_failure_another_model_may_answer():
+    calling = reply("fast", "calling", "toolUse", [CALL])
+    table = [  # (message, end, retried, turns_left) -> (end, retried)
+        ((failed("fast", "HTTP 429: x"), "error", False, True), (None, True)),  # worth a retry
+        ((failed("fast", "HTTP 429: x"), "error", True, True), ("error", False)),  # it was the retry
+        ((failed("fast", "HTTP 429: x"), "error", False, False), ("error", False)),  # no turn left
+        ((failed("fast", "HTTP 400: x"), "error", False, True), ("error", False)),  # any model would fail
+        ((reply("fast"), "stop", False, True), ("stop", False)),  # an answer
+        ((calling, None, True, True), (None, False)),  # tools after the retry: the next failure may go again
+    ]
+    assert [retry_decision(*given) for given, _ in table] == [decision for _, decision in table]
+
+
+@pytest.mark.parametrize("window, chosen, notices", [
+    (50, "fast", []),
+    (49, "smart", ["fallback auto: skipping fast: its context window (49 tokens) is smaller than the context "
+                   "(~50 tokens)"]),
+], ids=["as-large-as-the-request", "one-token-short"])
+def test_fallback_a_window_as_large_as_the_request_holds_it(window, chosen, notices):
+    catalog, said = fallback_catalog(windows=(window, None))
+    target, _ = resolve_route(catalog, "auto", reason="user", messages=[user_message("hi")], tokens=50)
+    assert target.id == chosen and said == notices
+
+
+def test_fallback_notices_come_in_the_order_the_models_are_tried():
+    catalog = ModelCatalog()
+    for name, window in [("fast", None), ("mid", 10), ("smart", None)]:
+        catalog.add_physical(name, ScriptedModel([]), window)
+    notices = []
+    catalog.add_virtual(FallbackModel("auto", ["fast", "mid", "smart"], catalog, say=notices.append))
+    messages = [user_message("a"), failed("fast", "HTTP 429: x")]
+
+    target, _ = resolve_route(catalog, "auto", reason="retry", messages=messages, tokens=50, failed=messages[-1])
+    assert target.id == "smart"
+    assert notices == ["fallback auto: skipping mid: its context window (10 tokens) is smaller than the context "
+                       "(~50 tokens)",
+                       "fallback auto: fast failed (rate limit); retrying on smart"]
 
 
 async def status_reply(stream, code, message):
@@ -663,12 +827,29 @@ def test_fallback_skips_a_model_whose_context_window_is_smaller_than_the_context
                        "the context (~251 tokens)"]
 
 
+def test_fallback_a_retry_of_a_failure_with_no_reason_says_error():
+    catalog, notices = fallback_catalog()
+    aborted = assistant_message([], "aborted", model="fast", provider="test", error_message="stopped")
+    target, _ = resolve_route(catalog, "auto", reason="retry", messages=[user_message("a"), aborted], failed=aborted)
+    assert target.id == "smart"
+    assert notices == ["fallback auto: fast failed (error); retrying on smart"]
+
+
 def test_fallback_with_no_model_left_is_a_routing_error():
     catalog, notices = fallback_catalog(windows=(10, 10))
     with pytest.raises(RoutingError) as raised:
         resolve_route(catalog, "auto", reason="user", messages=[user_message("hi")], tokens=50)
     assert str(raised.value) == "fallback auto: no model of fast, smart is left for this request (~50 tokens)"
     assert len(notices) == 2
+
+
+def test_fallback_with_no_model_after_the_failed_one_names_the_whole_list():
+    catalog, notices = fallback_catalog()
+    messages = [user_message("hi"), failed("smart", "HTTP 429: x")]
+    with pytest.raises(RoutingError) as raised:
+        resolve_route(catalog, "auto", reason="retry", messages=messages, tokens=50, failed=messages[-1])
+    assert str(raised.value) == "fallback auto: no model of fast, smart is left for this request (~50 tokens)"
+    assert notices == []  # no model was tried, so none was skipped
 
 
 # Lab 18.5: models.toml, and the payoff -----------------------------------------------------------
@@ -707,9 +888,24 @@ def test_payoff_load_models_builds_the_catalog_from_the_file(tmp_path, monkeypat
     ("[models.auto]\nfallback = []\n", "model 'auto': \"fallback\" is a non-empty list of model ids, got []"),
     ("[models.auto]\nfallback = ['nope']\n",
      "model 'auto': \"fallback\" names 'nope', which is not a physical model of this file"),
+    ("[models]\n", "the file has no [models] table"),
+    ("[models]\na = 3\n", "model 'a': a model is a table of keys, got 3"),
+    ("[models.a]\nbase_url = 'http://h/v1'\napi_key_env = 3\n",
+     "model 'a': \"api_key_env\" is the name of an environment variable, got 3"),
+    ("[models.a]\nbase_url = 'http://h/v1'\napi_key_env = 'EMPTY_KEY_18'\n",
+     "model 'a': \"api_key_env\" names EMPTY_KEY_18, which is empty"),
+    ("[models.a]\nbase_url = 'ftp://h'\nurl = 'x'\nfallback = ['a']\n",
+     "model 'a': a model has exactly one of \"base_url\" (physical) and \"fallback\" (virtual)"),
+    ("[models.a]\nbase_url = 'ftp://h'\nurl = 'x'\n",
+     "model 'a': unknown key 'url' (a physical model's keys are base_url, context_window, api_key_env)"),
+    ("[models.auto]\nfallback = ['nope']\n\n[models.b]\nbase_url = 'ftp://h'\n",
+     "model 'b': \"base_url\" is an http:// or https:// URL, got 'ftp://h'"),
+    ("[models.\" \"]\nbase_url = 'http://h/v1'\n", "a model id is a non-empty string, got ' '"),
 ], ids=["missing", "not-toml", "no-models", "both-kinds", "unknown-key", "bad-url", "bad-window", "unset-key",
-        "empty-fallback", "unknown-fallback"])
-def test_payoff_a_bad_models_file_is_one_line_that_says_where_and_why(tmp_path, text, line):
+        "empty-fallback", "unknown-fallback", "empty-models", "not-a-table", "key-variable-not-a-string",
+        "empty-key", "kind-before-keys", "keys-before-values", "physical-models-before-fallbacks", "blank-id"])
+def test_payoff_a_bad_models_file_is_one_line_that_says_where_and_why(tmp_path, monkeypatch, text, line):
+    monkeypatch.setenv("EMPTY_KEY_18", "")
     path = tmp_path / "models.toml"
     if text is not None:
         path.write_text(text, encoding="utf-8")

@@ -282,6 +282,21 @@ def test_line_a_change_that_raises_or_a_refused_batch_changes_nothing(tmp_path):
     run(main)
 
 
+def test_line_a_listener_hears_of_a_commit_once_the_view_holds_it_as_the_store_keeps_it(tmp_path):
+    async def main():
+        session = DurableSession(SqliteStore.open(tmp_path / "run.db"))
+        heard = []
+        session.on_commit = lambda seq, writes: heard.append((seq, writes, session.get("entries", "e0")))
+
+        result = await session.commit(lambda tx: (tx.put("entries", "e0", {"pair": (1, 2)}), "done")[1])
+
+        assert result == "done"  # commit returns what the change returned
+        assert heard == [(1, [Write("entries", "e0", {"pair": (1, 2)})], {"pair": [1, 2]})]
+        assert session.get("entries", "e0") == {"pair": [1, 2]}  # the JSON text read back, as the store keeps it
+
+    run(main)
+
+
 def test_line_concurrent_commits_run_one_after_another_and_each_reads_the_last(tmp_path):
     async def main():
         store = gated(tmp_path / "run.db")
@@ -370,9 +385,10 @@ def test_tasks_the_model_is_called_outside_any_commit_after_running_is_stored(tm
 
 def test_tasks_every_event_is_shown_after_what_it_shows_is_stored(tmp_path):
     path = tmp_path / "run.db"
-    shown = []
+    shown, types = [], []
 
     def listener(event):
+        types.append(event.type)
         records, _ = peek(path)
         task = records["tasks"]["t0"]
         if event.type == "text_delta":
@@ -388,6 +404,33 @@ def test_tasks_every_event_is_shown_after_what_it_shows_is_stored(tmp_path):
 
     run(main)
     assert shown == [("text_delta", "Hello"), ("done", COMPLETED, ["user", "assistant"])]
+    assert types == ["start", "text_delta", "done"]  # start shows an empty reply: it is passed on at once
+
+
+class Recording:
+    """A scripted model that also keeps the tools each request declared."""
+
+    def __init__(self, turns):
+        self.script = ScriptedModel(turns)
+        self.tools = []
+
+    def stream(self, context, *, signal=None, tools=None):
+        self.tools.append([tool.name for tool in tools or ()])
+        return self.script.stream(context, signal=signal, tools=tools)
+
+
+def test_tasks_the_request_carries_the_system_prompt_and_the_declared_tools(tmp_path):
+    async def main():
+        model = Recording([assistant_message([text("Hi.")])])
+        hidden = attrs.evolve(echo_tool([]), name="hidden", exposure="deferred")  # registered, not declared
+        durable = await DurableRun.open(SqliteStore.open(tmp_path / "run.db"), model,
+                                        ToolRegistry([echo_tool([]), hidden]), system_prompt="Be brief.")
+        await durable.prompt("hi")
+        await durable.run()
+        assert model.tools == [["echo"]]
+        assert model.script.requests[0].system_prompt == "Be brief."
+
+    run(main)
 
 
 def test_tasks_an_error_reply_ends_its_task_and_is_never_sent_to_a_model_again(tmp_path):
@@ -520,6 +563,36 @@ def test_tool_cut_off_and_unsafe_on_either_side_is_interrupted_not_run_again(tmp
     run(main)
 
 
+def test_tool_events_a_call_shows_its_start_and_end_and_an_interrupted_one_only_its_end(tmp_path):
+    def noted(events):
+        """A listener that keeps (type, call id) of each tool event, and an end's result text."""
+        def listener(event):
+            if event.type == "tool_execution_start":
+                events.append((event.type, event.tool_call.id))
+            elif event.type == "tool_execution_end":
+                events.append((event.type, event.tool_call.id, text_of(event.result)))
+        return listener
+
+    async def main():
+        ran = []
+        durable = await DurableRun.open(SqliteStore.open(tmp_path / "ran.db"),
+                                        ScriptedModel([calling("x"), assistant_message([text("done")])]),
+                                        ToolRegistry([echo_tool([])]), on_event=noted(ran))
+        await durable.prompt("go")
+        await durable.run()
+        assert ran == [("tool_execution_start", "c1"), ("tool_execution_end", "c1", "echo:x")]
+
+        await cut_off_while_running(tmp_path / "cut.db", "unsafe")
+        cut = []
+        durable = await DurableRun.open(SqliteStore.open(tmp_path / "cut.db"),
+                                        ScriptedModel([assistant_message([text("ok")])]),
+                                        ToolRegistry([echo_tool([])]), on_event=noted(cut))
+        await durable.run()
+        assert cut == [("tool_execution_end", "c1", "Tool 'echo' was interrupted and may have partially run")]
+
+    run(main)
+
+
 def test_tool_a_round_runs_its_calls_together_and_asks_the_model_once(tmp_path):
     both = [trio.Event(), trio.Event()]
 
@@ -567,7 +640,8 @@ def test_tool_a_call_that_cannot_run_still_gets_its_one_result(tmp_path):
         await durable.run()
         result = durable.messages()[2]
         assert (result.is_error, text_of(result)) == (True, "Tool 'missing' not found (available tools: none)")
-        assert [task.status for task in durable.tasks()] == [COMPLETED] * 3
+        assert [task.status for task in durable.tasks()] == [COMPLETED] * 3  # an error result completes its task
+        assert durable.tasks()[1].checkpoint["phase"] == "execute"  # its intent was committed like any other
 
     run(main)
 

@@ -288,7 +288,7 @@ def context_messages(path: list[Entry]) -> list[AgentMessage]:
 
 def router_state_from_data(data: dict[str, Any], path: Path, number: int) -> RouterStateEntry:
     """A router state entry: a virtual model's id, and a JSON object (the state a route returned)."""
-    if not isinstance(data["model"], str) or not data["model"]:
+    if not isinstance(data["model"], str) or not data["model"].strip():
         raise SessionError(path, number, f"a router state's model is a non-empty string, got {data['model']!r}")
     if not isinstance(data["state"], dict):
         raise SessionError(path, number, f"a router state is a JSON object, got {data['state']!r}")
