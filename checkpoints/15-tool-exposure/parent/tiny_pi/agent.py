@@ -23,7 +23,8 @@ sent. At the end of the input the status is 0.
 
 With --session FILE the conversation lives in FILE, a JSON Lines log
 (tiny_pi.session_log): a run resumes from its last entry, or from entry ID
-with --branch ID, and every message is on disk before the next model call.
+with --branch ID, and every message is on disk before the next model call
+(a model change that cannot be written exits 74, EX_IOERR, sending nothing).
 A session that is not whole is refused (exit 2) before anything is sent.
 
 A model call whose context would exceed --context-window N minus
@@ -71,6 +72,7 @@ from tiny_pi.resources import PROJECT_RESOURCES, Resources, expand_prompts, load
 from tiny_pi.runtime import Runtime
 from tiny_pi.session import OpenSession, open_session
 from tiny_pi.session_log import SessionError
+from tiny_pi.session_writer import SessionWriteError
 from tiny_pi.tools import ToolRegistry
 from tiny_pi.toolset import DEFAULT_TOOLS, chosen_tools, tool_names
 
@@ -191,6 +193,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         session = open_session(args.session, args.branch, args.model) if args.session else None
+    except SessionWriteError as error:  # the model change did not reach the disk: send nothing
+        print(f"{error}; nothing was sent", file=sys.stderr)
+        return os.EX_IOERR
     except (SessionError, OSError) as error:  # refused before anything is sent or written
         print(error, file=sys.stderr)
         return 2

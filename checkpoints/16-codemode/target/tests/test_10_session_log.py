@@ -631,6 +631,35 @@ def test_live_a_session_path_that_is_not_a_regular_file_is_refused_in_one_line(t
     assert not (tmp_path / "nowhere.jsonl").exists()  # the link's target is never created
 
 
+# The agent runs as a process of its own whose files may not grow past the session's size
+# (RLIMIT_FSIZE): the kernel refuses the model change's line (EFBIG), a real failed append,
+# also for root, whom a read-only file would not stop.
+SIZE_LIMITED_AGENT = (
+    "import resource, runpy, sys; limit = int(sys.argv.pop(1)); "
+    "resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)); "
+    "runpy.run_module('tiny_pi.agent', run_name='__main__')"
+)
+
+
+def test_live_a_model_change_that_cannot_be_written_is_one_line_and_nothing_is_sent(tmp_path, project):
+    path = write_lines(tmp_path / "session.jsonl", tree_file_lines())  # its model is llama3.2
+    before = path.read_bytes()
+    env = {key: value for key, value in os.environ.items() if "proxy" not in key.lower()}
+    env.pop("TINY_PI_API_KEY", None)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    with serving() as server:
+        done = subprocess.run(
+            [sys.executable, "-c", SIZE_LIMITED_AGENT, str(len(before)), "--base-url", server.base_url,
+             "--model", "loopback", "--root", str(project), "--session", str(path), "Hi"],
+            cwd=PROJECT, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+            timeout=PROCESS_TIME_LIMIT, check=False,
+        )
+    reason = f"[Errno {errno.EFBIG}] {os.strerror(errno.EFBIG)}"
+    assert (done.returncode, done.stderr) == (os.EX_IOERR, f"cannot write {path}: {reason}; nothing was sent\n")
+    assert server.requests == []
+    assert path.read_bytes() == before
+
+
 def test_live_a_failed_write_stops_the_run_before_the_next_model_call(tmp_path, project, monkeypatch, capsys):
     writer = SessionWriter.create(tmp_path / "session.jsonl")
 
