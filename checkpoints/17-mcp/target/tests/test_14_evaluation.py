@@ -421,6 +421,13 @@ sys.exit(143)  # how the agent (chapter 08) ends when someone sends it SIGTERM
 """
 
 
+QUIET_AGENT = """import sys
+from pathlib import Path
+from tiny_pi.session_writer import SessionWriter
+SessionWriter.create(Path(sys.argv[sys.argv.index("--session") + 1]))  # a whole session: its header, no turn
+"""
+
+
 def test_run_the_agent_gets_an_environment_of_its_own(dirs, monkeypatch):
     tasks, out = dirs
     monkeypatch.setenv("PYTHONPATH", ".")  # the agent runs in the copy: "." would be the workspace
@@ -552,10 +559,10 @@ def test_run_a_judge_that_raises_an_os_error_is_an_infrastructure_failure_of_jud
     def buggy(task, root):
         raise ValueError("a bug in the judge")
 
-    with serving(WRITE_NAME) as server:
-        verdict = run_task(name_task(tasks), Settings(server.base_url, "loopback", out), judge=no_shell)
-        with pytest.raises(ValueError):  # not the judge failing: its bug, shown whole
-            run_task(name_task(tasks, "buggy"), Settings(server.base_url, "loopback", out), judge=buggy)
+    quiet = Settings("http://127.0.0.1:9/v1", "loopback", out, (sys.executable, "-c", QUIET_AGENT))
+    verdict = run_task(name_task(tasks), quiet, judge=no_shell)
+    with pytest.raises(ValueError):  # not the judge failing: its bug, shown whole
+        run_task(name_task(tasks, "buggy"), quiet, judge=buggy)
 
     assert (verdict.status, verdict.phase, verdict.failure) == (INFRASTRUCTURE, "judge", "judge-error")
     assert verdict.detail == "[Errno 2] No such file or directory: 'sh'"
