@@ -3,8 +3,8 @@
 Run alone with `python -m pytest tests/test_14_evaluation.py`. The labs
 follow the lesson: tasks read and checked (14.1), the transcript's pairings
 and the judge (14.2), one task through its phases with the real agent as a
-subprocess against a scripted loopback server (14.3), and the command line
-with its shareable report (14.4).
+subprocess against a scripted loopback server (14.3 to 14.5), and the command
+line with its shareable report (14.6).
 """
 
 import json
@@ -25,6 +25,7 @@ from loopback_server import STREAM_HEAD, LoopbackServer, chunk, send_chunk, sse,
 
 from tiny_pi.eval.__main__ import main
 from tiny_pi.eval.judge import CheckResult, contradiction, judge_check
+from tiny_pi.eval import phases
 from tiny_pi.eval.phases import INFRASTRUCTURE, Settings, run_task
 from tiny_pi.eval.tasks import Check, TaskError, load_task, load_tasks
 from tiny_pi.eval.transcript_checks import transcript_problems
@@ -110,6 +111,7 @@ def test_task_a_minimal_task_gets_the_read_only_tools_and_a_time_limit(tmp_path)
 
 MALFORMED = [
     ('max_turns = 3\n[[checks]]\ncommand = "true"\n', "prompt: must be a non-empty string, got None"),
+    ('prompt = "  "\nmax_turns = 3\n[[checks]]\ncommand = "true"\n', "prompt: must be a non-empty string, got '  '"),
     ('prompt = "x"\nmax_turns = 0\n[[checks]]\ncommand = "true"\n', "max_turns: must be a whole number of 1 or more, got 0"),
     ('prompt = "x"\nmax_turns = 2\ntools = ["read", "shell"]\n[[checks]]\ncommand = "true"\n', "tools: unknown tool 'shell'"),
     ('prompt = "x"\nmax_turns = 2\n', "checks: give at least one [[checks]] table"),
@@ -127,7 +129,7 @@ MALFORMED = [
      "checks[1].path: must not contain a NUL character"),
     ('prompt = "x"\nmax_turns = 2\n[[checks]]\ncommand = "true \\u0000"\n', "checks[1].command: must not contain a NUL character"),
 ]
-MALFORMED_IDS = ["no-prompt", "no-turns", "unknown-tool", "no-checks", "both-kinds", "unknown-key", "no-time",
+MALFORMED_IDS = ["no-prompt", "blank-prompt", "no-turns", "unknown-tool", "no-checks", "both-kinds", "unknown-key", "no-time",
                  "not-toml", "tools-not-a-list", "unknown-check-key", "check-not-text", "nul-in-prompt", "nul-in-path",
                  "nul-in-command"]
 
@@ -148,13 +150,24 @@ def test_task_a_check_outside_the_workspace_is_malformed(tmp_path, path):
         load_task(directory)
 
 
-def test_task_tasks_load_by_name_and_a_missing_file_is_named(tmp_path):
+def test_task_tasks_load_by_name_and_a_missing_or_unreadable_file_is_named(tmp_path):
     write_task(tmp_path, "b", 'prompt = "x"\nmax_turns = 1\n[[checks]]\ncommand = "true"\n')
     write_task(tmp_path, "a", 'prompt = "y"\nmax_turns = 1\n[[checks]]\ncommand = "true"\n')
+    (tmp_path / "README.md").write_text("Tasks for my agent.\n", encoding="utf-8")  # a plain file is no task
     assert [task.name for task in load_tasks(tmp_path)] == ["a", "b"]
     (tmp_path / "c").mkdir()
     with pytest.raises(TaskError, match=r"c/task\.toml: task\.toml: missing"):
         load_tasks(tmp_path)
+    (tmp_path / "c" / "task.toml").mkdir()  # there, but no file: the system's own reason
+    with pytest.raises(TaskError) as error:
+        load_tasks(tmp_path)
+    path = tmp_path / "c" / "task.toml"
+    assert str(error.value) == f"{path}: task.toml: unreadable: [Errno 21] Is a directory: '{path}'"
+
+
+def test_task_a_check_value_of_spaces_is_text_but_a_blank_prompt_is_not(tmp_path):
+    directory = write_task(tmp_path, "spaces", 'prompt = "x"\nmax_turns = 1\n[[checks]]\npath = "a"\ncontains = "  "\n')
+    assert load_task(directory).checks == (Check(path="a", contains="  "),)  # it looks for two spaces
 
 
 def test_task_a_task_named_report_json_is_refused_before_any_runs(tmp_path):
@@ -248,8 +261,9 @@ def test_judge_an_answer_that_contradicts_itself_is_refused(tmp_path):
     task = load_task(write_task(tmp_path, "t", 'prompt = "x"\nmax_turns = 1\n[[checks]]\ncommand = "true"\n'))
     check = task.checks[0]
     assert contradiction(task, [CheckResult(check, True)]) is None
-    assert contradiction(task, [CheckResult(check, True, "exit status 1")]) is not None
-    assert contradiction(task, [CheckResult(check, False)]) is not None
+    assert contradiction(task, [CheckResult(check, True, "exit status 1")]) == (
+        "check 1 says passed=True with detail 'exit status 1'")  # a pass with a reason to fail
+    assert contradiction(task, [CheckResult(check, False)]) == "check 1 says passed=False with detail ''"  # no reason
     assert contradiction(task, []) == "0 results for 1 checks, or not in their order"
 
 
@@ -407,6 +421,13 @@ sys.exit(143)  # how the agent (chapter 08) ends when someone sends it SIGTERM
 """
 
 
+QUIET_AGENT = """import sys
+from pathlib import Path
+from tiny_pi.session_writer import SessionWriter
+SessionWriter.create(Path(sys.argv[sys.argv.index("--session") + 1]))  # a whole session: its header, no turn
+"""
+
+
 def test_run_the_agent_gets_an_environment_of_its_own(dirs, monkeypatch):
     tasks, out = dirs
     monkeypatch.setenv("PYTHONPATH", ".")  # the agent runs in the copy: "." would be the workspace
@@ -422,6 +443,16 @@ def test_run_the_agent_gets_an_environment_of_its_own(dirs, monkeypatch):
     workspace = out / "name" / "workspace"
     assert (workspace / "home.txt").read_text().strip() == str(out / "name" / "user-root")
     assert all(os.path.isabs(entry) for entry in (workspace / "path.txt").read_text().strip().split(os.pathsep))
+
+
+def test_run_a_file_that_cannot_be_collected_is_an_infrastructure_failure_of_collect(dirs):
+    tasks, out = dirs
+    fifo = scripted(tool_calls(("call_1", "bash", {"command": "mkfifo pipe"})), answer("Done."))
+    with serving(fifo) as server:
+        verdict = run_task(name_task(tasks, tools='"bash"'), Settings(server.base_url, "loopback", out))
+
+    assert (verdict.status, verdict.phase, verdict.failure) == (INFRASTRUCTURE, "collect", "not-collected")
+    assert verdict.detail == "pipe: not a regular file"
 
 
 # Lab 14.4: the time limit, a kill, and nothing the task started left running.
@@ -496,16 +527,6 @@ def test_run_a_traceback_in_the_agents_output_is_not_a_crash(dirs):
     assert (verdict.status, verdict.detail) == ("pass", "")
 
 
-def test_run_a_file_that_cannot_be_collected_is_an_infrastructure_failure_of_collect(dirs):
-    tasks, out = dirs
-    fifo = scripted(tool_calls(("call_1", "bash", {"command": "mkfifo pipe"})), answer("Done."))
-    with serving(fifo) as server:
-        verdict = run_task(name_task(tasks, tools='"bash"'), Settings(server.base_url, "loopback", out))
-
-    assert (verdict.status, verdict.phase, verdict.failure) == (INFRASTRUCTURE, "collect", "not-collected")
-    assert verdict.detail == "pipe: not a regular file"
-
-
 def test_run_a_broken_transcript_is_an_infrastructure_failure_not_the_agents(dirs):
     tasks, out = dirs
     twice = scripted(tool_calls(("call_1", "read", {"path": "README.md"}), ("call_1", "read", {"path": "README.md"})),
@@ -527,6 +548,40 @@ def test_run_a_judge_that_contradicts_itself_is_an_infrastructure_failure_of_jud
 
     assert (verdict.status, verdict.phase, verdict.failure) == (INFRASTRUCTURE, "judge", "judge-contradiction")
     assert not (out / "name" / "run").exists()
+
+
+def test_run_a_judge_that_raises_an_os_error_is_an_infrastructure_failure_of_judge(dirs):
+    tasks, out = dirs
+
+    def no_shell(task, root):
+        raise FileNotFoundError(2, "No such file or directory", "sh")
+
+    def buggy(task, root):
+        raise ValueError("a bug in the judge")
+
+    quiet = Settings("http://127.0.0.1:9/v1", "loopback", out, (sys.executable, "-c", QUIET_AGENT))
+    verdict = run_task(name_task(tasks), quiet, judge=no_shell)
+    with pytest.raises(ValueError):  # not the judge failing: its bug, shown whole
+        run_task(name_task(tasks, "buggy"), quiet, judge=buggy)
+
+    assert (verdict.status, verdict.phase, verdict.failure) == (INFRASTRUCTURE, "judge", "judge-error")
+    assert verdict.detail == "[Errno 2] No such file or directory: 'sh'"
+    assert not (out / "name" / "run").exists() and not (out / "buggy" / "run").exists()
+
+
+def test_run_a_failed_dispose_replaces_a_verdict_keeps_its_counts_and_never_an_earlier_failure(dirs, monkeypatch):
+    tasks, out = dirs
+    monkeypatch.setattr(phases, "end_descendants", lambda: 1)  # as if one process outlived every kill
+    with serving(WRITE_NAME) as server:
+        judged = run_task(name_task(tasks), Settings(server.base_url, "loopback", out))
+    crash = (sys.executable, "-c", "raise SystemExit(3)")
+    crashed = run_task(name_task(tasks, "crashed"), Settings("http://127.0.0.1:9/v1", "loopback", out, crash))
+
+    assert (judged.status, judged.phase, judged.failure) == (INFRASTRUCTURE, "dispose", "dispose-failed")
+    assert judged.detail == "1 processes still running"
+    assert (judged.turns, judged.tokens, [c.passed for c in judged.checks]) == (2, 120, [True, True])  # as measured
+    assert (out / "name" / "run").is_dir()  # clean up was not tried: something may still work in the copy
+    assert (crashed.phase, crashed.failure, crashed.detail) == ("execute", "agent-crashed", "exit status 3")
 
 
 # Lab 14.6: the command line and the shareable report.
@@ -639,6 +694,18 @@ def test_report_a_stop_signal_ends_the_running_task_and_says_one_line(dirs, mark
     assert (harness.returncode, said, printed) == (status, f"stopped by {signal.Signals(number).name}: no report written\n", "")
     assert running(marker) == [] and running(str(out)) == []  # the bash command and the agent: ended
     assert not (out / "name" / "run").exists() and not (out / "report.json").exists()
+
+
+def test_report_an_out_inside_tasks_is_refused_after_an_out_in_use(dirs, capsys):
+    tasks, out = dirs
+    name_task(tasks)
+    inside = tasks / "runs"
+    assert main([str(tasks), "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--out", str(inside)]) == 2
+    assert capsys.readouterr().err == f"--out {inside}: inside TASKS, whose files are never changed\n"
+    assert not inside.exists()
+    in_use = tasks / "name" / "workspace"  # inside TASKS too, and not empty: the first refusal is said
+    assert main([str(tasks), "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--out", str(in_use)]) == 2
+    assert capsys.readouterr().err == f"--out {in_use}: exists and is not an empty directory\n"
 
 
 def test_report_earlier_evidence_is_never_overwritten(dirs, capsys):

@@ -139,15 +139,28 @@ def test_queue_an_entry_is_appended_only_after_the_agent_has_produced_it(project
 
 def test_queue_dispose_waits_for_the_disk_then_refuses_new_prompts(project, tmp_path):
     path = tmp_path / "session.jsonl"
+    disposed = []
 
-    async def ask_and_dispose(runtime):
-        runtime.prompt("What is this project called?")
-        await runtime.dispose()  # no flush first: dispose waits for the answer itself
-        with pytest.raises(RuntimeRefused, match=DISPOSED):
-            runtime.prompt("And now?")
+    async def main():
+        async with trio.open_nursery() as outer:
+            server = await LoopbackServer(readme_model).start(outer)
+            model = OpenAICompatibleModel(base_url=server.base_url, model="loopback")
+            registry = ToolRegistry(chosen_tools(project, ["read", "ls"]))
+            with trio.move_on_after(TIME_LIMIT) as waited:
+                async with trio.open_nursery() as nursery:  # the Runtime's own: nothing here cancels it
+                    runtime = Runtime(model, registry, nursery, session=open_session(path, None, "loopback"))
+                    runtime.prompt("What is this project called?")
+                    await runtime.dispose()  # no flush first: dispose waits for the answer itself
+                    disposed.append(True)
+            outer.cancel_scope.cancel()
+        return runtime, waited.cancelled_caught
 
-    run_with_runtime(project, open_session(path, None, "loopback"), ask_and_dispose)
+    runtime, stuck = trio.run(main)
 
+    assert disposed, f"dispose did not return within {TIME_LIMIT:.0f} s"
+    assert not stuck, "dispose returned, but the Runtime's nursery never exited: the queue's task still waits for a prompt"
+    with pytest.raises(RuntimeRefused, match=DISPOSED):
+        runtime.prompt("And now?")
     last = read_session(path).entries[-1]
     assert isinstance(last.message, AssistantMessage) and text_of(last.message) == ANSWER
 
@@ -243,13 +256,17 @@ def test_poison_any_failure_to_write_poisons_not_only_the_disk(project, tmp_path
         await runtime.flush()
         with pytest.raises(RuntimeRefused) as refused:
             runtime.prompt("And again?")
-        return str(refused.value)
+        await runtime.dispose()
+        with pytest.raises(RuntimeRefused) as refused_after_dispose:
+            runtime.prompt("And again?")
+        return [str(refused.value), str(refused_after_dispose.value)]
 
     session = open_session(tmp_path / "session.jsonl", None, "loopback")
-    server, runtime, refusal = run_with_runtime(project, session, one_then_another, call_with_nan)
+    server, runtime, refusals = run_with_runtime(project, session, one_then_another, call_with_nan)
 
     assert runtime.failure.startswith("Out of range float values are not JSON compliant")  # 3.12 adds ': nan'
-    assert refusal == f"the session log failed, so the runtime takes no more prompts: {runtime.failure}"
+    poisoned = f"the session log failed, so the runtime takes no more prompts: {runtime.failure}"
+    assert refusals == [poisoned, poisoned]  # disposed too, the runtime still says the failure: it is the cause
     assert len(server.requests) == 1  # the call the log cannot hold never reached the model again
 
 

@@ -137,7 +137,7 @@ def refuse_crash(finished: Finished, session_file: Path) -> None:
     What the agent printed is never the test: a model may quote a traceback,
     and a bash result holds one whenever a python command fails.
     """
-    raise NotImplementedError("lab 14.5: tell a crash")
+    raise NotImplementedError("lab 14.5: tell a crash (run_task calls this only from lab 14.5 on)")
 
 
 def collect(evidence: Path, finished: Finished) -> Collected:
@@ -162,12 +162,12 @@ def closed(result: TaskResult, finished: Finished | None, evidence: Path) -> Tas
 
 def end_task(finished: Finished | None, evidence: Path) -> None:
     """Dispose, then clean up the copy and the user root."""
-    raise NotImplementedError("lab 14.3: end the task")
+    raise NotImplementedError("lab 14.3: end the task (in lab 14.3 only the clean up; dispose first from lab 14.4 on)")
 
 
 def dispose(finished: Finished | None) -> None:
     """End whatever the task left running: the agent's process group, then every process below the harness."""
-    raise NotImplementedError("lab 14.4: dispose")
+    raise NotImplementedError("lab 14.4: dispose (end_task calls this only from lab 14.4 on)")
 
 
 def clean_up(scratch: Path) -> None:
