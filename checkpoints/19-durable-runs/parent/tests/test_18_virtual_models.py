@@ -637,12 +637,13 @@ def test_router_the_session_reader_refuses_a_router_state_of_another_shape_by_it
     ("HTTP 500: internal error", "server error"),
     ("HTTP 400: You have reached your usage limit for this plan", "usage limit"),
     ("HTTP 403: You exceeded your current quota", "usage limit"),
+    ("HTTP 402: Usage Limit Reached", "usage limit"),
     ("transport error (RemoteProtocolError): peer closed connection", "connection dropped"),
     ("transport error (ConnectError): [Errno 111] Connection refused", "connection dropped"),
     ("HTTP 400: messages: field required", None),
     ("HTTP 401: Incorrect API key provided", None),
     ("the provider withheld the reply: finish_reason 'content_filter'", None),
-], ids=["429", "503", "500", "usage-limit", "quota", "dropped", "refused", "400", "401", "content-filter"])
+], ids=["429", "503", "500", "usage-limit", "quota", "usage-limit-in-capitals", "dropped", "refused", "400", "401", "content-filter"])
 def test_fallback_reason_says_which_failures_another_model_may_answer(why, reason):
     assert fallback_reason(failed("fast", why)) == reason
 
