@@ -51,6 +51,7 @@ class Run:
     """What belongs to one run only: its number, its abort signal and its queues."""
 
     number: int
+    first_new: int = 0  # where the run's own messages start in the transcript
     signal: AbortSignal = field(factory=AbortSignal)
     steering: deque[UserMessage] = field(factory=deque)
     follow_ups: deque[UserMessage] = field(factory=deque)
@@ -190,10 +191,10 @@ class Agent:
     async def _play(self, run: Run) -> None:
         """One run, however it ends: every run gives exactly one agent_end."""
         emit = partial(self._receive, run)
-        first_new = len(self._context.messages)
+        run.first_new = len(self._context.messages)
         if run.signal.aborted:  # aborted before its task began: nothing may reach the model
             emit(AgentStartEvent())
-            emit(AgentEndEvent(self._aborted(first_new, ABORTED_BEFORE_START)))
+            emit(AgentEndEvent(self._aborted(run.first_new, ABORTED_BEFORE_START)))
             return
         outcome = None
         with trio.CancelScope() as scope:
@@ -202,11 +203,22 @@ class Agent:
                 outcome = await run_agent(
                     self._model, self._context, self._registry, signal=run.signal,
                     max_turns=self._max_turns, on_event=emit, take_queued=run.take_queued,
-                    before_model_call=self.before_model_call, prepare_request=self.prepare_request,
+                    before_model_call=partial(self._before_model_call, run), prepare_request=self.prepare_request,
                 )
                 nursery.cancel_scope.cancel()  # the run ended: stop watching the signal
         if outcome is None:  # cancelled: the model (or a tool) ignored the abort
-            emit(AgentEndEvent(self._aborted(first_new, IGNORED_ABORT)))
+            emit(AgentEndEvent(self._aborted(run.first_new, IGNORED_ABORT)))
+
+    async def _before_model_call(self, run: Run, messages: list[AgentMessage]) -> list[AgentMessage]:
+        """The seam, followed here too: a cancelled run's outcome must still name exactly its own messages.
+
+        What the seam returns keeps the run's own messages at its end, so a
+        shorter past moves their start by as many places as the list shrank.
+        """
+        given = len(messages)  # counted first: the seam may change the list it is given
+        kept = await self.before_model_call(messages)
+        run.first_new = max(run.first_new + len(kept) - given, 0)
+        return kept
 
     def _aborted(self, first_new: int, why: str) -> AgentOutcome:
         """The outcome of a run the Agent ended itself, from what the transcript got."""
