@@ -73,12 +73,12 @@ async def run_script(
     memory_limit: int = DEFAULT_MEMORY_LIMIT, signal: AbortSignal | None = None,
 ) -> ScriptResult:
     """Run `code` (an async JavaScript function body) in a fresh worker; never raises for the script."""
-    raise NotImplementedError("lab 16.1: run_script")
+    raise NotImplementedError("lab 16.2: run_script")
 
 
 async def end_process(process: trio.Process) -> None:
     """Kill the worker if it still runs, and wait for it: nothing outlives the script."""
-    raise NotImplementedError("lab 16.1: end_process")
+    raise NotImplementedError("lab 16.2: end_process")
 
 
 class Execution:
@@ -95,30 +95,30 @@ class Execution:
 
     async def run(self, process: trio.Process, start: dict[str, Any], signal: AbortSignal | None) -> ScriptResult:
         """Converse until `done`, the deadline, an abort or the worker's end."""
-        raise NotImplementedError("lab 16.1: run")
+        raise NotImplementedError("lab 16.2: run")
 
     async def watch(self, signal: AbortSignal, scope: trio.CancelScope) -> None:
-        raise NotImplementedError("lab 16.3: watch")
+        raise NotImplementedError("lab 16.2: watch")
 
     async def converse(self, process: trio.Process, start: dict[str, Any], nursery: trio.Nursery) -> ScriptResult:
         """Send `start`, then answer the worker's lines until its `done` (or its end)."""
-        raise NotImplementedError("lab 16.1: converse")
+        raise NotImplementedError("lab 16.2: converse")
 
     def finished(self, message: dict[str, Any]) -> ScriptResult:
         """The worker's `done`: the value parsed here, on the host side, or the script's error."""
-        raise NotImplementedError("lab 16.1: finished")
+        raise NotImplementedError("lab 16.2: finished")
 
     async def answer(self, process: trio.Process, message: dict[str, Any]) -> None:
         """Run one tool the script called and send its result back; its failure becomes the script's error."""
-        raise NotImplementedError("lab 16.1: answer")
+        raise NotImplementedError("lab 16.2: answer")
 
     async def send(self, process: trio.Process, message: dict[str, Any]) -> None:
         """One JSON line to the worker; a worker that is gone is noticed by the reader instead."""
-        raise NotImplementedError("lab 16.1: send")
+        raise NotImplementedError("lab 16.2: send")
 
     def note(self, line: str) -> None:
         """Keep console output up to OUTPUT_LIMIT characters, then one line that says it was cut."""
-        raise NotImplementedError("lab 16.1: note (its cap: lab 16.3)")
+        raise NotImplementedError("lab 16.2: note (its cap: lab 16.4)")
 
     def failed(self, kind: str, message: str) -> ScriptResult:
         return ScriptResult(False, error=ScriptError(kind, message))
@@ -133,7 +133,7 @@ class LineReader:
 
     async def next(self) -> str | None:
         """The next line, without its newline; None at the end; a ValueError for one over MAX_LINE bytes."""
-        raise NotImplementedError("lab 16.1: next")
+        raise NotImplementedError("lab 16.2: next")
 
 
 @define
@@ -162,25 +162,25 @@ class NestedCalls:
 
     def tools(self) -> dict[str, ScriptTool]:
         """One script tool per tool of the callable set, in registration order."""
-        raise NotImplementedError("lab 16.2: tools")
+        raise NotImplementedError("lab 16.3: tools")
 
     def caller(self, name: str) -> ScriptTool:
-        raise NotImplementedError("lab 16.2: caller")
+        raise NotImplementedError("lab 16.3: caller")
 
     async def call(self, name: str, arguments: Any, number: int) -> dict[str, Any]:
         """The script's call `number` through the tool contract, in script scope: `{text, details?}`, or it raises."""
-        raise NotImplementedError("lab 16.2: call")
+        raise NotImplementedError("lab 16.3: call")
 
     def start(self, call: ToolCall, arguments: Any) -> CallRecord | None:
         """The call's record, while there is room; its arguments only within the byte limits."""
-        raise NotImplementedError("lab 16.2: start")
+        raise NotImplementedError("lab 16.3: start")
 
     def settle(self, record: CallRecord | None, status: str, error: str | None = None) -> None:
-        raise NotImplementedError("lab 16.2: settle")
+        raise NotImplementedError("lab 16.3: settle")
 
     def summary(self) -> dict[str, Any]:
         """What the parent result's details keep: the records, how many calls, whether all are there."""
-        raise NotImplementedError("lab 16.2: summary")
+        raise NotImplementedError("lab 16.3: summary")
 
 
 CODE_PARAMETERS = {
@@ -192,16 +192,16 @@ CODE_PARAMETERS = {
 
 def codemode_description(registry: ToolRegistry) -> str:
     """What the model reads: how a script calls tools, and the tools it may call."""
-    raise NotImplementedError("lab 16.2: codemode_description (its final text: lab 16.4)")
+    raise NotImplementedError("lab 16.3: codemode_description (its final text: lab 16.5)")
 
 
 def codemode_tool(
     registry: ToolRegistry, *, timeout: float = DEFAULT_TIMEOUT, memory_limit: int = DEFAULT_MEMORY_LIMIT,
 ) -> Tool:
     """The model-only `codemode` tool of `registry`: register it there (`registry.register(...)`)."""
-    raise NotImplementedError("lab 16.2: codemode_tool")
+    raise NotImplementedError("lab 16.3: codemode_tool")
 
 
 def report(result: ScriptResult) -> str:
     """The text the model reads: the output, then the value as JSON, or the error."""
-    raise NotImplementedError("lab 16.2: report")
+    raise NotImplementedError("lab 16.3: report")

@@ -106,7 +106,7 @@ class Worker:
 
     def missing(self, name: str) -> str:
         """The TypeError's message for a tool that is not there, with the names closest to it."""
-        raise NotImplementedError("lab 16.2: missing")
+        raise NotImplementedError("lab 16.3: missing")
 
     def output(self, line: str) -> None:
         """console.log and its kin: one `output` line to the host."""

@@ -118,7 +118,7 @@ class Execution:
                 if signal is not None:
                     nursery.start_soon(self.watch, signal, nursery.cancel_scope)
                 self.ending = await self.converse(process, start, nursery)
-                nursery.cancel_scope.cancel()  # calls still running are cancelled with the script
+                nursery.cancel_scope.cancel()  # the ending is known: stop watch, and the calls still running
         if deadline.cancelled_caught and self.ending is None:
             self.ending = self.failed("timeout", f"the script ran past its deadline of {self.timeout:g} s")
         assert self.ending is not None

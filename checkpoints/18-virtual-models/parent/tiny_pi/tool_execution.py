@@ -19,6 +19,8 @@ From chapter 16 on a tool may return a Reply instead of its blocks, when it
 has details for the program besides the text for the model, or its own
 verdict (codemode's failed script); and a running tool can ask for the id of
 the call it serves (`current_call_id()`), to name the calls it makes itself.
+A tool that fails inside a nursery of its own is described by the one
+exception that failed it, not by the group trio wrapped it in.
 """
 
 from __future__ import annotations
@@ -121,7 +123,7 @@ async def attempt(tool: Tool, call: ToolCall, signal: AbortSignal) -> ToolResult
     try:
         content = await tool.execute(call.arguments, signal=signal)
     except Exception as error:  # the tool's failure is a result, not a crash
-        return error_result(call, f"Tool {call.name!r} failed: {type(error).__name__}: {error}")
+        return error_result(call, failure(call, error))
     finally:
         CALL_ID.reset(token)
     if isinstance(content, Reply):
@@ -156,6 +158,17 @@ def error_result(call: ToolCall, message: str) -> ToolResultMessage:
         is_error=True,
         timestamp=now_ms(),
     )
+
+
+def failure(call: ToolCall, error: Exception) -> str:
+    """What the model reads about a tool that raised: the one exception inside groups of one.
+
+    A tool that runs tasks of its own (codemode's nursery) fails with an
+    ExceptionGroup whose text says only how many exceptions it holds.
+    """
+    while isinstance(error, ExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    return f"Tool {call.name!r} failed: {type(error).__name__}: {error}"
 
 
 def unparsed_message(call: ToolCall) -> str:

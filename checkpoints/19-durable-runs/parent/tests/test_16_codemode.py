@@ -1,11 +1,11 @@
 """Chapter 16: codemode, scripts that call tools in a sandbox.
 
 Run alone with `python -m pytest tests/test_16_codemode.py`. The labs follow
-the lesson: the worker and its JSON-lines protocol (16.1), nested tool calls
-through the tool contract in script scope (16.2), the limits and every way a
-script ends (16.3), and the model-only codemode tool in the agent (16.4), the
-last against the loopback server with `python -m tiny_pi.agent` as a real
-subprocess.
+the lesson: the worker, spoken to in JSON lines as a real process (16.1); the
+host's side, one script and one result (16.2); nested tool calls through the
+tool contract in script scope (16.3); the limits and every way a script ends
+(16.4); and the model-only codemode tool in the agent (16.5), the last against
+the loopback server with `python -m tiny_pi.agent` as a real subprocess.
 """
 
 import json
@@ -22,6 +22,7 @@ import tiny_pi.codemode as codemode
 from tiny_pi.abort import AbortSignal
 from tiny_pi.agent_loop import run_agent
 from tiny_pi.codemode import MAX_ARGUMENT_BYTES, MAX_LINE, MAX_RECORDS, OUTPUT_LIMIT, NestedCalls, codemode_tool, run_script
+from tiny_pi.codemode_worker import NEVER_SETTLES
 from tiny_pi.messages import AgentContext, ToolCall, assistant_message, text, text_of, user_message
 from tiny_pi.scripted_model import ScriptedModel
 from tiny_pi.session_log import MessageEntry, read_session
@@ -31,7 +32,33 @@ from tiny_pi.tools import Tool, ToolRegistry
 TIME_LIMIT = 20.0  # a guard against hangs, not a speed test: each script starts a process
 PROCESS_TIME_LIMIT = 30.0  # an agent subprocess imports httpx and trio first
 PROJECT = Path(__file__).resolve().parent.parent
+WORKER = PROJECT / "tiny_pi" / "codemode_worker.py"
 VALUE = {"type": "object", "properties": {"value": {"type": "string"}}}
+
+
+def worker(code, results=(), tools=("read",), memory_limit=16 * 1024 * 1024):
+    """Run the worker with the host's lines written up front: (the lines it sent, parsed; its exit status).
+
+    The worker reads a line only when its script waits for one, so a result
+    written early waits in the pipe; when the lines run out, stdin is closed.
+    Its stderr (a traceback of yours) shows under the failed test's captured output.
+    """
+    start = {"type": "start", "code": code, "tools": list(tools), "memory_limit": memory_limit}
+    host = "".join(json.dumps(line) + "\n" for line in [start, *results]).encode()
+
+    async def main():
+        with trio.fail_after(TIME_LIMIT):
+            return await trio.run_process([sys.executable, str(WORKER)], stdin=host, capture_stdout=True, check=False)
+
+    done = trio.run(main)
+    return [json.loads(line) for line in done.stdout.decode().splitlines()], done.returncode
+
+
+def result_line(number, value=None, error=None):
+    """The host's answer to call `number`: its value as JSON text, or its error."""
+    if error is not None:
+        return {"type": "result", "id": number, "ok": False, "error": error}
+    return {"type": "result", "id": number, "ok": True, "value": json.dumps(value)}
 
 
 def script(code, tools=None, **kwargs):
@@ -63,8 +90,14 @@ def probe(name, exposure="direct", runs=None):
 
 
 def failing(name="broken"):
-    async def execute(arguments, *, signal):
+    """A tool that fails inside a nursery of its own: trio wraps its OSError in a group."""
+
+    async def burn():
         raise OSError("disk on fire")
+
+    async def execute(arguments, *, signal):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(burn)
 
     return Tool(name, "a tool that fails", VALUE, execute)
 
@@ -99,10 +132,68 @@ def run_codemode(registry, code, call_id="c1"):
     return trio.run(main)
 
 
-# Lab 16.1: the worker, its protocol, and a round trip.
+# Lab 16.1: the worker, spoken to in JSON lines.
 
 
-def test_worker_a_round_trip_gives_json_values_parsed_on_the_host():
+def test_worker_a_script_that_returns_sends_its_output_then_one_done_line():
+    lines, status = worker('console.log("hi", {a: 1}); console.warn("careful"); return {list: [1, 2.5], none: null}')
+    nothing, _ = worker("const x = 1;")
+
+    assert lines == [{"type": "output", "text": 'hi {"a":1}'}, {"type": "output", "text": "careful"},
+                     {"type": "done", "ok": True, "value": '{"list":[1,2.5],"none":null}'}]  # JSON text
+    assert status == 0
+    assert nothing == [{"type": "done", "ok": True, "value": None}]  # no return: undefined
+
+
+def test_worker_a_call_line_waits_for_its_result_line():
+    lines, status = worker("const a = await tools.read({path: 'x'}); return a.text.length",
+                           [result_line(1, {"text": "hello"})])
+
+    assert lines == [{"type": "call", "id": 1, "name": "read", "args": '{"path":"x"}'},
+                     {"type": "done", "ok": True, "value": "5"}]
+    assert status == 0
+
+
+def test_worker_results_settle_the_calls_of_their_ids_in_any_order():
+    code = ('const all = await Promise.allSettled([tools.read({path: "a"}), tools.read({path: "b"})]);'
+            'return all.map(r => r.status === "fulfilled" ? r.value.text : r.reason.message)')
+    lines, status = worker(code, [result_line(2, {"text": "B"}), result_line(1, error="disk on fire")])
+
+    assert [(line["type"], line.get("id")) for line in lines] == [("call", 1), ("call", 2), ("done", None)]
+    assert lines[-1] == {"type": "done", "ok": True, "value": '["disk on fire","B"]'}  # the script's order
+    assert status == 0
+
+
+def test_worker_a_thrown_error_or_a_syntax_error_is_a_done_line_with_ok_false():
+    thrown, status = worker('console.log("before"); throw new RangeError("too far")')
+    unparsable, _ = worker("return (")
+
+    assert thrown[0] == {"type": "output", "text": "before"} and status == 0
+    done, failed = thrown[1], unparsable[0]
+    assert (done["type"], done["ok"], done["error"]["name"], done["error"]["message"]) == ("done", False, "RangeError", "too far")
+    assert (failed["type"], failed["ok"], failed["error"]["name"]) == ("done", False, "SyntaxError")
+
+
+def test_worker_says_at_once_when_the_script_can_never_settle():
+    never = {"type": "done", "ok": False, "error": {"name": "Error", "message": NEVER_SETTLES}}
+    alone, status = worker("await new Promise(() => {}); return 1")
+    after_a_call, _ = worker("await tools.read({}); await new Promise(() => {}); return 1",
+                             [result_line(1, {"text": ""})])
+
+    assert (alone, status) == ([never], 0)  # said before it reads stdin, whose end would mean: exit 1
+    assert after_a_call == [{"type": "call", "id": 1, "name": "read", "args": "{}"}, never]  # call 1 pends no more
+
+
+def test_worker_exits_1_without_a_done_line_when_the_host_is_gone():
+    lines, status = worker("return await tools.read({})")  # no result line will ever come
+
+    assert (lines, status) == ([{"type": "call", "id": 1, "name": "read", "args": "{}"}], 1)
+
+
+# Lab 16.2: the host, one script and one result.
+
+
+def test_host_a_round_trip_gives_json_values_parsed_on_the_host():
     result = script('console.log("hi", {a: 1}); return {list: [1, 2.5], text: "\u00e9", none: null, yes: true}')
 
     assert result.ok and result.error is None
@@ -111,7 +202,7 @@ def test_worker_a_round_trip_gives_json_values_parsed_on_the_host():
     assert script("const x = 1;").value is None  # no return: undefined, which is None here
 
 
-def test_worker_a_thrown_error_is_an_ok_false_result_and_never_raises():
+def test_host_a_thrown_error_is_an_ok_false_result_and_never_raises():
     result = script('console.log("before"); throw new RangeError("too far")')
 
     assert not result.ok and result.value is None
@@ -119,14 +210,14 @@ def test_worker_a_thrown_error_is_an_ok_false_result_and_never_raises():
     assert result.output == ("before",)  # the output up to the failure is kept
 
 
-def test_worker_a_syntax_error_is_an_ok_false_result():
+def test_host_a_syntax_error_is_an_ok_false_result():
     result = script("return (")
 
     assert not result.ok
     assert (result.error.kind, result.error.name) == ("script", "SyntaxError")
 
 
-def test_worker_a_failed_tool_is_thrown_where_the_script_awaits_it():
+def test_host_a_failed_tool_is_thrown_where_the_script_awaits_it():
     async def broken(arguments, number):
         raise OSError("disk on fire")
 
@@ -141,7 +232,7 @@ def test_worker_a_failed_tool_is_thrown_where_the_script_awaits_it():
     assert (uncaught.ok, uncaught.error.kind, uncaught.error.message) == (False, "script", "disk on fire")
 
 
-def test_worker_every_run_is_a_fresh_interpreter_in_a_fresh_process():
+def test_host_every_run_is_a_fresh_interpreter_in_a_fresh_process():
     first = script("globalThis.leak = 42; return typeof leak")
     second = script("return typeof leak")
 
@@ -149,7 +240,48 @@ def test_worker_every_run_is_a_fresh_interpreter_in_a_fresh_process():
     assert first.pid != second.pid and gone(first.pid) and gone(second.pid)
 
 
-# Lab 16.2: nested calls through the tool contract, in script scope.
+def test_host_a_finished_script_does_not_wait_out_its_deadline():
+    async def wait(arguments, number):
+        await trio.sleep_forever()
+
+    for code, signal in [("return 1", AbortSignal()),  # watch waits for an abort nobody makes
+                         ("tools.wait({}); return 1", None)]:  # a call the script never awaited still runs
+        began = time.monotonic()
+        finished = script(code, {"wait": wait}, timeout=10.0, signal=signal)
+        seconds = time.monotonic() - began
+
+        assert (finished.ok, finished.value) == (True, 1) and gone(finished.pid)
+        assert seconds < 5.0, f"{code!r} had returned, yet its result waited {seconds:.0f} s for the deadline"
+
+
+def test_host_an_abort_ends_the_script_at_once():
+    started = trio.Event()
+    signal = AbortSignal()
+
+    async def wait(arguments, number):
+        started.set()
+        await trio.sleep_forever()
+
+    async def main():
+        with trio.fail_after(TIME_LIMIT):
+            async with trio.open_nursery() as nursery:
+                async def abort_once_waiting():
+                    await started.wait()
+                    signal.abort()
+
+                nursery.start_soon(abort_once_waiting)
+                return await run_script('console.log("waiting"); await tools.wait({})', {"wait": wait},
+                                        signal=signal, timeout=10.0)
+
+    began = time.monotonic()
+    aborted = trio.run(main)
+
+    assert (aborted.ok, aborted.error.kind, aborted.error.message) == (False, "aborted", "the run was aborted")
+    assert aborted.output == ("waiting",) and gone(aborted.pid)
+    assert time.monotonic() - began < 5.0  # the deadline was 10 s away
+
+
+# Lab 16.3: nested calls through the tool contract, in script scope.
 
 
 def test_nested_calls_go_through_the_contract_in_script_scope_with_ids_parent_slash_n():
@@ -171,25 +303,31 @@ def test_nested_calls_go_through_the_contract_in_script_scope_with_ids_parent_sl
 
 def test_nested_a_missing_tool_is_a_type_error_with_the_closest_names():
     registry = registry_of(probe("read"), probe("ls"))
-    close = run_codemode(registry, "return await tools.reed({})")
+    close = run_codemode(registry, 'console.log("looking"); return await tools.reed({})')
     far = run_codemode(registry, "return await tools.xyzzy({})")
+    several = run_codemode(registry_of(probe("read"), probe("ready"), probe("ls")), "return await tools.reed({})")
 
     assert close.is_error
-    assert text_of(close) == "Script failed (script): TypeError: tools.reed is not a tool; did you mean read?"
+    assert text_of(close) == "looking\nScript failed (script): TypeError: tools.reed is not a tool; did you mean read?"
+    assert close.details["output"] == ["looking"]  # a list, the output lines before the last line
+    assert close.details["error"] == {"kind": "script", "message": "tools.reed is not a tool; did you mean read?"}
     assert text_of(far).endswith("tools.xyzzy is not a tool; the tools are: read, ls")
+    assert text_of(several).endswith("tools.reed is not a tool; did you mean read, ready?")
+    assert script("return await tools.reed({})").error.message == "tools.reed is not a tool; the tools are: none"
 
 
 def test_nested_one_failing_call_does_not_lose_the_others():
     registry = registry_of(probe("read"), failing())
     code = ('const all = await Promise.allSettled([tools.read({value: "a"}), tools.broken({}),'
-            'tools.read({value: 7})]); return all.map(r => r.status)')
+            'tools.read({value: 7}), tools.read("x")]); return all.map(r => r.status)')
     result = run_codemode(registry, code)
 
-    assert json.loads(text_of(result)) == ["fulfilled", "rejected", "rejected"]
+    assert json.loads(text_of(result)) == ["fulfilled", "rejected", "rejected", "rejected"]
     calls = result.details["nested_calls"]["calls"]
-    assert [c["status"] for c in calls] == ["ok", "error", "error"]
-    assert calls[1]["error"] == "Tool 'broken' failed: OSError: disk on fire"
+    assert [c["status"] for c in calls] == ["ok", "error", "error", "error"]
+    assert calls[1]["error"] == "Tool 'broken' failed: OSError: disk on fire"  # not the group trio wrapped it in
     assert calls[2]["error"].startswith("Invalid arguments for tool 'read'")  # the contract checked it
+    assert calls[3]["error"] == "Tool 'read' was not run: its arguments are not a JSON object (raw text: '\"x\"')"
 
 
 def test_nested_records_are_bounded_and_never_hold_results():
@@ -201,7 +339,8 @@ def test_nested_records_are_bounded_and_never_hold_results():
     nested = result.details["nested_calls"]
 
     assert (nested["count"], len(nested["calls"]), nested["complete"]) == (MAX_RECORDS + 6, MAX_RECORDS, False)
-    assert nested["calls"][0]["arguments"] is None and nested["calls"][0]["argument_bytes"] > MAX_ARGUMENT_BYTES
+    assert nested["calls"][0]["arguments"] is None
+    assert nested["calls"][0]["argument_bytes"] == len(json.dumps({"value": big}).encode())  # json.dumps' bytes
     assert nested["calls"][1]["arguments"] == {"value": "v0"}
     assert "read:v0" not in json.dumps(result.details)  # a record never keeps what the tool answered
 
@@ -224,7 +363,7 @@ def test_nested_calls_never_enter_the_transcript_only_the_parent_details():
     assert context.messages[3].details["nested_calls"]["calls"][0]["id"] == "c1/1"
 
 
-# Lab 16.3: limits, and every way a script ends.
+# Lab 16.4: limits, and every way a script ends.
 
 
 def test_limits_a_script_over_its_memory_limit_is_one_clear_error_result():
@@ -329,7 +468,7 @@ def test_limits_no_worker_outlives_its_script(monkeypatch, code, timeout, outsid
     assert len(processes) == 1 and processes[0].returncode is not None and gone(processes[0].pid)
 
 
-# Lab 16.4: the codemode tool in the agent, and the payoff.
+# Lab 16.5: the codemode tool in the agent, and the payoff.
 
 
 def test_codemode_is_model_only_and_describes_the_tools_a_script_may_call():
