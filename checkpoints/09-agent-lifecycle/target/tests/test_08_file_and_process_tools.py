@@ -152,10 +152,14 @@ def test_read_an_offset_past_the_end_and_an_overlong_line_are_errors(tmp_path):
     root = project(tmp_path)
     (root / "three.txt").write_text("1\n2\n3\n", encoding="utf-8")
     (root / "long.txt").write_text("y" * 30_000 + "\n", encoding="utf-8")
+    (root / "empty.txt").write_text("", encoding="utf-8")
     registry = ToolRegistry([read_tool(root)])
 
     assert call_tool(registry, "read", {"path": "three.txt", "offset": 9}) == (
         True, "Tool 'read' failed: ValueError: offset 9 is past the end: three.txt has 3 lines"
+    )
+    assert call_tool(registry, "read", {"path": "empty.txt", "offset": 1}) == (
+        True, "Tool 'read' failed: ValueError: offset 1 is past the end: empty.txt has 0 lines"
     )
     assert call_tool(registry, "read", {"path": "three.txt", "offset": 0}) == (
         True, "Tool 'read' failed: ValueError: offset and limit start at 1, got offset 0 and limit 2000"
@@ -185,6 +189,13 @@ def test_write_creates_parent_directories_and_replaces_whole_files(tmp_path):
     assert todo.read_text(encoding="utf-8") == "- café\n"
     assert stat.S_IMODE(todo.stat().st_mode) == 0o640  # a replaced file keeps its permissions
     assert sorted(os.listdir(todo.parent)) == ["todo.md"]  # no temporary file left behind
+    (root / "todo.md").symlink_to(todo)  # a link that stays inside the root
+    assert call_tool(registry, "write", {"path": "todo.md", "content": "- milk\n"}) == (
+        False, "wrote 7 bytes to todo.md"
+    )
+    assert (root / "todo.md").is_symlink()  # the temporary file went beside the resolved file
+    assert todo.read_text(encoding="utf-8") == "- milk\n"
+    assert sorted(os.listdir(todo.parent)) == ["todo.md"]
     assert call_tool(registry, "write", {"path": "notes", "content": ""}) == (
         True, "Tool 'write' failed: IsADirectoryError: notes is a directory"
     )
@@ -281,6 +292,14 @@ def test_edit_keeps_crlf_line_endings(tmp_path):
     assert call_tool(registry, "edit", arguments) == (False, "edited notes.txt (1 edit): 22 bytes before, 24 after")
     assert notes.read_bytes() == b"one\r\ntwo\r\nthree\r\nthird\r\n"
 
+    arguments = {"path": "notes.txt", "old_text": "\nthird", "new_text": "\n3"}  # starts at a line ending
+    assert call_tool(registry, "edit", arguments)[0] is False
+    assert notes.read_bytes() == b"one\r\ntwo\r\nthree\r\n3\r\n"  # the whole \r\n was matched and rewritten
+    notes.write_bytes(b"a\r\nb")  # a last line without an ending takes the one before it
+    arguments = {"path": "notes.txt", "old_text": "b", "new_text": "b\nc"}
+    assert call_tool(registry, "edit", arguments) == (False, "edited notes.txt (1 edit): 4 bytes before, 7 after")
+    assert notes.read_bytes() == b"a\r\nb\r\nc"
+
 
 def test_edit_changes_only_the_bytes_it_replaces_in_a_file_of_mixed_line_endings(tmp_path):
     root = project(tmp_path)
@@ -332,6 +351,12 @@ def test_edit_a_batch_applies_in_order_all_or_nothing(tmp_path):
     )
     assert batch(in_order, old_text="a", new_text="b") == (
         True, "Tool 'edit' failed: ValueError: give old_text and new_text, or edits, not both"
+    )
+    assert call_tool(registry, "edit", {"path": "app.py"}) == (  # neither form: a single edit without its texts
+        True, "Tool 'edit' failed: ValueError: give old_text and new_text, both strings"
+    )
+    assert batch("'pi'") == (  # not a list: chapter 06's schema check answers before the tool runs
+        True, "Invalid arguments for tool 'edit': arguments.edits: expected array, got string"
     )
     assert app.read_text(encoding="utf-8") == "name = 'tiny-pi'\nsize = 'tiny'\n"
 
@@ -432,6 +457,9 @@ def test_bash_runs_in_the_root_and_merges_output_with_the_exit_status(tmp_path):
         True, "Tool 'bash' failed: CommandFailed: partial\n[exit status 3]"
     )
     assert call_tool(registry, "bash", {"command": "true"}) == (False, "[exit status 0]")
+    assert call_tool(registry, "bash", {"command": "kill -KILL $$"}) == (  # no exit status: minus the signal
+        True, "Tool 'bash' failed: CommandFailed: [exit status -9]"
+    )
 
 
 # Lab 8.6: the output cap, the end of a long output.
@@ -487,6 +515,32 @@ def test_bash_the_default_timeout_and_nothing_left_after_an_exit(tmp_path):
     assert gone_soon(pid_in(content)), "a background process outlived its command"
 
 
+def test_bash_a_process_that_left_the_group_cannot_hold_the_call_open(tmp_path, monkeypatch):
+    root = project(tmp_path)
+    registry = ToolRegistry([bash_tool(root, 60)])
+    # A process in a session of its own escapes the group's signals but still holds the output pipe.
+    monkeypatch.setenv("ESCAPING_PYTHON", sys.executable)  # a variable: the guardrail does not read it
+    escape = "import os, time; os.setsid(); open('escaped.pid', 'w').write(str(os.getpid())); time.sleep(30)"
+    command = f'"$ESCAPING_PYTHON" -c "{escape}" & while [ ! -s escaped.pid ]; do sleep 0.05; done; echo escaped'
+
+    async def main():
+        with trio.move_on_after(TIME_LIMIT):
+            call = ToolCall(id="call_1", name="bash", arguments={"command": command})
+            return await execute_tool_call(call, registry, signal=AbortSignal())
+
+    started = time.monotonic()
+    try:
+        result = trio.run(main)
+    finally:
+        if pid_written(root / "escaped.pid"):
+            os.kill(int((root / "escaped.pid").read_text()), signals.SIGKILL)
+    elapsed = time.monotonic() - started
+
+    assert result is not None, "the call waited for a process that left the group and still held the pipe"
+    assert (result.is_error, result.content) == (False, (text("escaped\n[exit status 0]"),))
+    assert elapsed < 5
+
+
 # Lab 8.8: an abort ends the command; an aborted call starts none.
 
 
@@ -494,7 +548,10 @@ def test_bash_an_abort_kills_the_process_tree_and_says_aborted(tmp_path):
     root = project(tmp_path)
     registry = ToolRegistry([bash_tool(root, 60)])
     signal = AbortSignal()
-    call = ToolCall(id="call_1", name="bash", arguments={"command": "sleep 30 & echo $! > sleep.pid; wait"})
+    # The child ignores SIGTERM (its pid is written once the trap is set): only the SIGKILL after the
+    # grace ends it, and that SIGKILL is sent while the abort is cancelling the tool's task.
+    command = "(trap '' TERM; echo $BASHPID > sleep.pid; exec sleep 30 >/dev/null 2>&1) & wait"
+    call = ToolCall(id="call_1", name="bash", arguments={"command": command})
 
     async def abort_once_it_runs():
         while not pid_written(root / "sleep.pid"):
@@ -547,11 +604,23 @@ def test_bash_guardrail_refuses_paths_outside_the_root_without_running(tmp_path)
         "touch ran; cd ..; cat secret.txt": "..",
         "touch ran; cp README.md --target-directory=../": "../",
         "touch ran; echo leak>../secret.txt": "../secret.txt",
+        "touch ran; /usr/bin/python3 x.py": "/usr/bin/python3",  # a program named by a path outside
     }
     for command, word in refused.items():
         assert call_tool(registry, "bash", {"command": command}) == (
             True, f"Tool 'bash' failed: ValueError: refused without running: {word!r} leads outside the project root"
         )
+    # The order of the checks: the guardrail, the timeout's value, the abort.
+    assert call_tool(registry, "bash", {"command": "touch ran; cat ../secret.txt", "timeout": 0}) == (
+        True, "Tool 'bash' failed: ValueError: refused without running: '../secret.txt' leads outside the project root"
+    )
+    assert call_tool(registry, "bash", {"command": "touch ran", "timeout": 0}) == (
+        True, "Tool 'bash' failed: ValueError: timeout must be above 0 seconds, got 0"
+    )
+    aborted = AbortSignal()
+    aborted.abort()
+    with pytest.raises(ValueError, match="timeout must be above 0 seconds, got 0"):
+        trio.run(partial(registry.get("bash").execute, {"command": "touch ran", "timeout": 0}, signal=aborted))
     assert not (root / "ran").exists()
     assert (tmp_path / "secret.txt").read_text(encoding="utf-8") == "TOP SECRET"
     (root / "src").mkdir()
@@ -665,6 +734,7 @@ def test_cli_the_tool_contract_over_real_http(tmp_path):
 def test_cli_tools_names_the_tools_the_model_is_offered(tmp_path):
     root = project(tmp_path)
     assert [tool.name for tool in chosen_tools(root, tool_names(DEFAULT_TOOLS))] == ["read", "ls"]
+    assert tool_names("read,,ls,") == ["read", "ls"]  # an empty name is no name, not an error
 
     server, done = run_agent_process(scripted("Nothing to do."), root, "--tools", " ls, read,ls")
 
@@ -681,6 +751,7 @@ def test_cli_bad_tool_names_and_timeouts_exit_2_with_one_clear_line(tmp_path, ca
         (["--tools", " , "], "--tools: name at least one tool (choose from read, ls, write, edit, bash)"),
         (["--bash-timeout", "0"], "--bash-timeout must be above 0, got 0"),
         (["--bash-timeout", "soon"], "argument --bash-timeout: invalid float value: 'soon'"),
+        (["--tools", "rm", "--bash-timeout", "0"], "--bash-timeout must be above 0, got 0"),  # checked before --tools
     ):
         with pytest.raises(SystemExit) as exit:
             main([*server, "--root", str(tmp_path), *extra, "Hi"])

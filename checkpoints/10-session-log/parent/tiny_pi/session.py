@@ -87,6 +87,7 @@ class SessionRecorder:
     def __init__(self, writer: SessionWriter, agent: Agent) -> None:
         self.writer = writer
         self.agent = agent
+        self.failed = False  # a save failed: the log is behind the transcript for good
         self.saved = len(agent.messages)  # what the session already holds
 
     def __call__(self, event: AgentEvent) -> None:

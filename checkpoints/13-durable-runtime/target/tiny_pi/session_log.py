@@ -215,7 +215,7 @@ def check_fields(data: dict[str, Any], fields: tuple[str, ...], path: Path, numb
 def entry_from_data(data: dict[str, Any], path: Path, number: int, lines_by_id: dict[str, int]) -> Entry:
     """One entry line, checked against the entries before it."""
     kind = data.get("type")
-    if kind not in ENTRY_FIELDS:
+    if not isinstance(kind, str) or kind not in ENTRY_FIELDS:  # a list is no dict key: check the type first
         raise SessionError(path, number, f"unknown entry type {kind!r}")
     check_fields(data, ENTRY_FIELDS[kind], path, number)
     entry_id, parent_id = data["id"], data["parent_id"]
@@ -223,6 +223,8 @@ def entry_from_data(data: dict[str, Any], path: Path, number: int, lines_by_id: 
         raise SessionError(path, number, f"an id is a non-empty string, got {entry_id!r}")
     if entry_id in lines_by_id:
         raise SessionError(path, number, f"id {entry_id!r} is already used by line {lines_by_id[entry_id]}")
+    if parent_id is not None and not isinstance(parent_id, str):
+        raise SessionError(path, number, f"a parent_id is null or a string, got {parent_id!r}")
     if parent_id is None and lines_by_id:
         raise SessionError(path, number, "parent_id is null, but only the first entry is a root")
     if parent_id is not None and parent_id not in lines_by_id:

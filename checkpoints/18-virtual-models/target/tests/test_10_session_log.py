@@ -237,12 +237,40 @@ def test_read_refuses_a_line_that_is_not_json_text(tmp_path, name, corrupt, line
     assert_refused(corrupt_file(tmp_path, corrupt), line, reason)
 
 
+def test_read_refuses_a_line_by_the_word_it_met_and_keeps_whole_numbers_exact(tmp_path):
+    assert_refused(corrupt_file(tmp_path, replace(4, with_arguments('{"n": -Infinity}'))), 4,
+                   "-Infinity is not a JSON value")
+
+    lines = tree_file_lines()
+    lines[3] = with_arguments('{"n": 1' + "0" * 400 + "}")  # digits only: an int, not a float
+    session = read_session(write_lines(tmp_path / "whole.jsonl", lines))
+
+    assert session.entries[2].message.content[1].arguments == {"n": 10**400}
+
+
 # Lab 10.3: refusing an entry that breaks the log, in the order of its checks.
 
 
 @pytest.mark.parametrize(("name", "corrupt", "line", "reason"), BROKEN_ENTRIES, ids=[c[0] for c in BROKEN_ENTRIES])
 def test_read_refuses_an_entry_that_breaks_the_log(tmp_path, name, corrupt, line, reason):
     assert_refused(corrupt_file(tmp_path, corrupt), line, reason)
+
+
+def test_read_refuses_an_entry_whose_type_or_parent_id_is_not_a_string(tmp_path):
+    for number, (field, value, reason) in enumerate([
+        ("type", None, "unknown entry type None"),  # no type at all reads as None
+        ("type", 3, "unknown entry type 3"),
+        ("type", ["message"], "unknown entry type ['message']"),  # a list: no dict key, never a TypeError
+        ("parent_id", ["f6"], "a parent_id is null or a string, got ['f6']"),
+    ]):
+        row = json.loads(tree_file_lines()[7])
+        if value is None:
+            del row[field]
+        else:
+            row[field] = value
+        folder = tmp_path / str(number)
+        folder.mkdir()
+        assert_refused(corrupt_file(folder, replace(8, row)), 8, reason)
 
 
 # Lab 10.4: the tree, and the path the model is sent.
@@ -255,6 +283,8 @@ def test_tree_the_path_runs_from_the_root_to_the_leaf_and_leaves_other_branches_
     assert [e.id for e in branch_path(session, "g7")] == ["a1", "b2", "c3", "d4", "e5", "f6", "g7"]
     assert [e.id for e in branch_path(session, "c3")] == ["a1", "b2", "c3"]
     assert branch_path(session, None) == []
+    with pytest.raises(KeyError):  # a leaf the session does not hold: callers check first
+        branch_path(session, "zz")
 
 
 def test_tree_metadata_entries_never_reach_the_model(tmp_path):
@@ -289,6 +319,17 @@ def test_tree_show_prints_ids_roles_and_first_words(tmp_path, capsys):
         "  g7 assistant: It runs agents.\n"
         "+ h8 user: Who wrote it?  <- last\n"
     )
+
+    lines = tree_file_lines()  # a second fork below the first, at f6: g7 and i9
+    lines.append(json.dumps(message_entry("i9", "f6", assistant_message([text("Nobody knows.")]))))
+    assert main([str(write_lines(tmp_path / "nested.jsonl", lines))]) == 0
+
+    assert capsys.readouterr().out.splitlines()[6:] == [
+        "+ f6 user: And what does it do?",
+        "  + g7 assistant: It runs agents.",
+        "  + i9 assistant: Nobody knows.  <- last",
+        "+ h8 user: Who wrote it?",
+    ]
 
 
 def test_tree_show_skips_an_uncommitted_tail_with_a_warning_and_changes_nothing(tmp_path, capsys):
@@ -374,6 +415,9 @@ def test_writer_refuses_values_json_cannot_hold_and_writes_nothing(tmp_path):
     with pytest.raises(ValueError, match="Out of range float values are not JSON compliant"):
         writer.append_message(assistant_message([ToolCall("c", "read", {"n": float("nan")})], "toolUse"))
 
+    assert path.read_bytes() == before
+    with pytest.raises(UnicodeEncodeError):  # a ValueError: UTF-8 has no lone surrogate
+        writer.append_message(user_message("caf\udce9"))
     assert path.read_bytes() == before
     writer.append_message(user_message("still fine"))  # not an I/O failure: the writer goes on
     assert len(read_session(path).entries) == 1
@@ -678,14 +722,20 @@ def test_live_a_failed_write_stops_the_run_before_the_next_model_call(tmp_path, 
                 monkeypatch.setattr(os, "fsync", failing_fsync)
                 agent.prompt("And again?")  # its message cannot be saved: it must not be sent
                 await agent.wait_for_idle()
+                outcomes = [agent.state.outcome]
+                agent.prompt("Once more?")  # nor any later one
+                await agent.wait_for_idle()
+                outcomes.append(agent.state.outcome)
                 nursery.cancel_scope.cancel()
-                return server, agent.state.outcome
+                return server, outcomes
 
-    server, outcome = trio.run(main)
+    server, outcomes = trio.run(main)
 
     assert len(server.requests) == 2  # the first round trip only
-    assert outcome.stop_reason == "aborted"
-    assert "listener SessionRecorder raised SessionWriteError: cannot write" in capsys.readouterr().err
+    assert [outcome.stop_reason for outcome in outcomes] == ["aborted", "aborted"]
+    err = capsys.readouterr().err
+    assert "listener SessionRecorder raised SessionWriteError: cannot write" in err
+    assert err.count("listener SessionRecorder raised") == 1, err  # reported once, not at every event
 
 
 def test_live_any_failure_to_write_an_entry_stops_the_run_before_the_next_model_call(tmp_path, project):
@@ -702,6 +752,6 @@ def test_live_any_failure_to_write_an_entry_stops_the_run_before_the_next_model_
     stderr = done.stderr.decode()
     assert len(server.requests) == 1, stderr  # the message the log cannot hold is never sent
     assert done.returncode != 0, stderr  # stopped: 130, aborted (chapter 13's poisoned runtime says 1)
-    assert "Out of range float values are not JSON compliant" in stderr  # why, in one line
+    assert stderr.count("Out of range float values are not JSON compliant") == 1, stderr  # why, in one line, once
     assert "Traceback" not in stderr
     assert roles(context_messages(list(read_session(path).entries))) == ["user"]

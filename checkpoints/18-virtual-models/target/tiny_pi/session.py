@@ -159,6 +159,7 @@ class SessionRecorder:
     def __init__(self, writer: SessionWriter, agent: Agent, ids: Iterable[str | None] = ()) -> None:
         self.writer = writer
         self.agent = agent
+        self.failed = False  # a save failed: the log is behind the transcript for good
         self.saved = len(agent.messages)  # what the session already holds
         self.ids = list(ids)  # the entry id of each saved message
         self.pending: tuple[str, int] | None = None  # a compaction waiting for its first kept message
@@ -166,9 +167,13 @@ class SessionRecorder:
     def __call__(self, event: AgentEvent) -> None:
         if event.type not in ("turn_start", "agent_end"):
             return
+        if self.failed:  # reported once already: only keep every later model call from going out
+            self.agent.abort()
+            return
         try:
             self.save_new_messages()
         except Exception:  # not only SessionWriteError: a ValueError from encode, too
+            self.failed = True
             self.agent.abort()
             raise
 
