@@ -427,6 +427,22 @@ LIMITS_REFUSED = [
 ]
 
 
+def test_live_nothing_older_to_summarise_means_no_messages_or_a_summary_alone():
+    """A summary is a user message whose text starts with SUMMARY_INTRO: alone, it is not summarised again.
+
+    Before: a learner's `not messages` passed every test of this lab and broke two labs later.
+    """
+    try:
+        from tiny_pi.runtime import only_a_summary  # chapter 13 moves it into the runtime
+    except ImportError:
+        from tiny_pi.agent import only_a_summary
+
+    earlier = summary_message("## Goal\nRead the README.")
+    assert only_a_summary([]) and only_a_summary([earlier])
+    assert not only_a_summary([user_message("What is this project called?")])
+    assert not only_a_summary([earlier, user_message("And then?")])
+
+
 def test_options_a_window_or_reserve_out_of_range_is_refused_with_one_line(project, capsys):
     from tiny_pi.agent import main
 
