@@ -177,10 +177,10 @@ def run_spec(chapter: Chapter, directory: Path, selection: Sequence[str], time_l
     )
 
 
-def shown_failures(chapter: Chapter, lab: Lab | None) -> Shown:
-    """What a learner's run shows of its failures (the first, the lab's first) and reads (red lights)."""
+def shown_failures(chapter: Chapter, lab: Lab | None, full: bool = False) -> Shown:
+    """What a learner's run shows of its failures (the first, the lab's first, or all) and reads (red lights)."""
     return Shown(lab_words=lab.select_words if lab else (), lab_nodes=lab.nodes if lab else (),
-                 tests=[redlight.test for redlight in chapter.redlights])
+                 tests=[redlight.test for redlight in chapter.redlights], full=full)
 
 
 async def _run_copy(
@@ -613,13 +613,15 @@ async def check_practice(
     One run of the focused files answers for every lab; `lab` narrows what is reported.
     Without `full_reports` (`course test` without -v or --json, `course watch`),
     the run makes only what is shown or read (see Shown): pytest's full report
-    for the failures shown, and with `lab` that lab's tests and the red-light
-    tests, not the others (formatting every failure was most of a red run).
+    for the failures shown (formatting every failure was most of a red run).
+    With `lab`, only that lab's tests and the red-light tests run, with full
+    reports or without.
     """
     if pool is None:
         async with RunPool(chapter.warm_imports) as own_pool:
             return await check_practice(chapter, directory, lab, own_pool, time_limit, full_reports)
-    shown = None if full_reports else shown_failures(chapter, lab)
+    # A lab runs only its tests (and the red-light tests) also with full reports (-v, --json).
+    shown = None if full_reports and lab is None else shown_failures(chapter, lab, full=full_reports)
     with verdict_copy(chapter, directory) as copy:
         run = await pool.run(run_spec(chapter, copy.directory, chapter.focused_tests, time_limit, shown))
     run = _as_if_in(run, copy.directory, directory)

@@ -125,13 +125,15 @@ class ShownOnly:
     form of `--tb=line` (its `E` lines). A run for one lab runs only that
     lab's tests, then the red-light tests of other labs. Outcomes and
     exception messages are the same either way; `course test -v` runs
-    without this plugin.
+    without this plugin, and `course test --lab -v` with it, for the lab's
+    selection, every failure in full.
     """
 
     def __init__(self, shown: dict) -> None:
         self._words = [str(word) for word in shown.get("lab_words", [])]
         self._nodes = [str(node) for node in shown.get("lab_nodes", [])]
         self._tests = {str(node) for node in shown.get("tests", [])}
+        self._full = bool(shown.get("full", False))  # one lab, every failure in full (`course test --lab -v`)
         self._run_failed = False
         self._lab_failed = False
 
@@ -144,7 +146,7 @@ class ShownOnly:
         )
 
     def _in_full(self, nodeid: str) -> bool:
-        return (not self._run_failed or nodeid in self._tests
+        return (self._full or not self._run_failed or nodeid in self._tests
                 or (not self._lab_failed and self._in_lab(nodeid)))
 
     def pytest_collection_modifyitems(self, config, items) -> None:  # type: ignore[no-untyped-def]

@@ -22,13 +22,15 @@ class Shown:
     Always the run's first failure; the first of a lab's tests (`lab_words`
     and `lab_nodes`, the lab's selection as Lab.selects reads it); every
     failure of `tests` (the red-light tests, whose text a red light is
-    recognised by). With a lab, only its tests and `tests` run. The run host
-    applies it (ShownOnly in course/runhost.py).
+    recognised by). With a lab, only its tests and `tests` run. With `full`,
+    every failure of those gets the full report (`course test --lab -v`).
+    The run host applies it (ShownOnly in course/runhost.py).
     """
 
     lab_words: tuple[str, ...] = attrs.field(default=(), converter=tuple)
     lab_nodes: tuple[str, ...] = attrs.field(default=(), converter=tuple)
     tests: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    full: bool = False
 
 
 def _frozen_env(value: Mapping[str, str]) -> tuple[tuple[str, str], ...]:

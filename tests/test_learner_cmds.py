@@ -26,7 +26,7 @@ from pathlib import Path
 import fcntl
 import pytest
 
-from conftest import FIXTURES, REPO, course, tree_hash
+from conftest import FIXTURES, REPO, course, mini, tree_hash
 
 ADDER = Path("checkpoints/01-adder/target/tiny_pi/adder.py")
 WRONG = "def add(a, b):\n    return a * b\n"
@@ -507,3 +507,18 @@ def test_an_installed_course_works_from_any_directory_and_an_editable_one_reads_
     editable = subprocess.run([sys.executable, "-m", "course", "list"], cwd=elsewhere,
                               env={**env, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=120)
     assert "02-event-stream" in editable.stdout, "an editable install reads its checkout"
+
+
+def test_a_lab_run_with_v_runs_only_that_labs_tests(mini_course: Path, tmp_path: Path) -> None:
+    """`course test --lab 1.1 -v` prints pytest's whole output of lab 1.1's run, not of every lab's.
+
+    Before: -v (and --json) dropped the lab's selection, so a learner asking
+    about a two-test lab waited for the whole chapter (a trial learner's finding).
+    """
+    directory = tmp_path / "p"
+    assert mini(mini_course, "practice", "1", str(directory)).returncode == 0
+    (directory / "tiny_pi/adder.py").write_text("def add(a, b):\n    return 0\n")
+    shown = mini(mini_course, "test", "--lab", "1.1", "-v", cwd=directory)
+    assert "test_add_small" in shown.stdout and "test_add_big" not in shown.stdout, shown.stdout
+    document = json.loads(mini(mini_course, "test", "--lab", "1.1", "--json", cwd=directory).stdout)
+    assert [test["name"] for test in document["checks"][0]["run"]["tests"]] == ["test_add_small"]
