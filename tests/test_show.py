@@ -101,7 +101,11 @@ def test_the_old_answers_flag_and_a_bad_fold_are_one_line_and_exit_2(mini_course
         assert wrong.returncode == 2 and len(wrong.stderr.splitlines()) == 1 and "Traceback" not in wrong.stderr, wrong
         assert wrong.stderr.startswith(f"course: chapter 01-adder's lesson has no fold {bad!r}: its folds are numbered 1 to 1")
     dash = mini(mini_course, "show", "1", "--answer", "-1")  # click reads it as an option: one line all the same
-    assert dash.returncode == 2 and dash.stderr == "course show: No such option '-1'. (see 'course show --help')\n"
+    # click words the option error its own way ("No such option: -1" in 8.1, "No such option '-1'." later);
+    # the course's part is the prefix, the one line and the pointer to --help.
+    assert dash.returncode == 2 and len(dash.stderr.splitlines()) == 1, dash
+    assert dash.stderr.startswith("course show: No such option") and "-1" in dash.stderr, dash
+    assert dash.stderr.endswith(" (see 'course show --help')\n"), dash
 
 
 def test_every_lesson_folds_its_predictions_and_learning_md_holds_no_answer() -> None:
