@@ -57,14 +57,20 @@ async def run_capstone(
 ) -> CapstoneReport:
     """Every family on a frozen copy of `directory`'s code, as a chapter-`chapter` agent."""
     started, at = time.monotonic(), datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    async with trio.open_nursery() as watching:
+        await watching.start(end_on_signals)  # before anything is made, until all is removed
+        report = await examine_in(directory, chapter, chapter_label, seed, families)
+        watching.cancel_scope.cancel()
+    return report.timed(at, time.monotonic() - started)
+
+
+async def examine_in(directory: Path, chapter: int, chapter_label: str, seed: int,
+                     families: Sequence[Family]) -> CapstoneReport:
+    """The run in a temporary directory of its own, removed with every process of the run, however it ends."""
     work = Path(tempfile.mkdtemp())
     marker = Marker.drawn()
     try:
-        async with trio.open_nursery() as watching:
-            watching.start_soon(end_on_signals)
-            report = await examine_all(directory, chapter, chapter_label, seed, families, work, marker)
-            watching.cancel_scope.cancel()
-        return report.timed(at, time.monotonic() - started)
+        return await examine_all(directory, chapter, chapter_label, seed, families, work, marker)
     finally:
         kill_marked([marker.any_value])
         shutil.rmtree(work, ignore_errors=True)
@@ -97,13 +103,16 @@ def copied(script: Path, folder: Path) -> Path:
     return target
 
 
-async def end_on_signals() -> None:
+async def end_on_signals(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
     """SIGTERM or SIGHUP: the run unwinds as on Ctrl-C, and the command then dies by that signal."""
-    if threading.current_thread() is not threading.main_thread():
-        await trio.sleep_forever()  # only the main thread hears signals
+    main = threading.current_thread() is threading.main_thread()  # only the main thread hears signals
     wanted = [number for number in (getattr(signal, name, None) for name in ("SIGTERM", "SIGHUP"))
-              if number is not None and signal.getsignal(number) != signal.SIG_IGN]  # nohup's stays ignored
+              if main and number is not None and signal.getsignal(number) != signal.SIG_IGN]  # nohup's stays ignored
+    if not wanted:
+        task_status.started()
+        await trio.sleep_forever()
     with trio.open_signal_receiver(*wanted) as received:
+        task_status.started()
         async for number in received:
             end_by_signal(number)
 
