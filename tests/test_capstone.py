@@ -222,9 +222,9 @@ def kinds_drawn(family: str, cases: list) -> set[str]:  # type: ignore[type-arg]
         falls_back, *stays, _ = cases
         ways = {"rate limit" if f.status == 429 else "server error" if f.status and f.status >= 500
                 else "dropped" if f.status is None else "usage limit" if "usage limit" in f.message else "quota"
-                for f in falls_back.failures}
+                for f in falls_back.failures[:-1]}
         windows = {"skipped by its window"} if falls_back.failing >= 1 else set()
-        return ways | windows | {str(case.failures[0].status) for case in stays}
+        return ways | windows | {str(case.failures[-1].status) for case in (falls_back, *stays)}
     if family == "search":
         (gate,) = [case for case in cases if case.kind == search.GATE]
         return {case.kind for case in cases} | ({"gate: every deferred tool"}

@@ -10,11 +10,11 @@ then the model that fails, then one or two more; the prompts come on stdin,
 one for each failure another model may answer (a 429, a 5xx, a usage limit
 and a quota said in words whatever the status, a connection dropped
 mid-reply), in a drawn order: for each, the failing model must be asked
-once, the next one must answer it, once, and no model after it be asked;
-the agent must exit 0, and `python -m tiny_pi.session` must show which
-physical model gave each reply. Three more cases fail with what any model
-would have, a 400, a 401 and a 403: no other model may be asked, and the
-run ends in its error (exit 1).
+once, the next one must answer it, once, and no model after it be asked,
+and `python -m tiny_pi.session` must show which physical model gave each
+reply. Its last prompt fails with what any model would have (a 400, a 401
+or a 403, drawn), and two more cases fail with the other two: such a
+failure is asked of no other model, and the run ends in its error (exit 1).
 
 The state case needs a virtual model that keeps a state, which chapter 18's
 command line does not offer (a fallback keeps none); a course script,
@@ -63,20 +63,25 @@ SMALL_WINDOW = (1, 8)  # tokens: no request of a case is that small (its prompt 
 
 @frozen
 class FallbackCase:
-    kind: str  # FALLS_BACK: the failures are ones another model may answer; STAYS: any model would have it
+    kind: str  # FALLS_BACK: every failure another model may answer, then one it may not; STAYS: only that one
     virtual: str
     models: tuple[str, ...]  # the fallback list, in order
     windows: tuple[int | None, ...]  # each model's context_window (None: not given)
     failing: int  # the index of the model that fails; those before it are skipped by their window
     prompts: tuple[str, ...]  # one a line of stdin
     failures: tuple[Failure, ...]  # how the failing model fails each prompt
-    answers: tuple[str, ...]  # what the next model answers to each prompt
+    answers: tuple[str, ...]  # what the next model answers to each prompt that falls back (all but the last)
+
+    @property
+    def retried(self) -> tuple[str, ...]:
+        """The prompts whose failure another model may answer: all but the last."""
+        return self.prompts[:-1]
 
     def failure_for(self, prompt: str) -> Failure:
         return self.failures[self.prompts.index(prompt)] if prompt in self.prompts else self.failures[0]
 
     def answer_for(self, prompt: str) -> str:
-        return self.answers[self.prompts.index(prompt)] if prompt in self.prompts else "?"
+        return self.answers[self.retried.index(prompt)] if prompt in self.retried else "?"
 
 
 @frozen
@@ -125,20 +130,18 @@ def retryable(draw: Draw, way: str) -> Failure:
 
 
 def fallback_case(draw: Draw, kind: str, status: int = 0) -> FallbackCase:
-    """FALLS_BACK: every retryable failure, one a prompt, behind a skipped model; STAYS: one of `status`."""
+    """FALLS_BACK: every retryable failure, one a prompt, behind a skipped model, then `status`; STAYS: `status`."""
     skipped = 1 if kind == FALLS_BACK else draw.integer(0, 1)
     after = draw.integer(1, 2)
     ids = distinct_words(draw, skipped + 1 + after + 1)
     virtual, models = ids[-1], tuple(ids[:-1])
     windows = tuple(draw.integer(*SMALL_WINDOW) if index < skipped else draw.choice((None, 200_000))
                     for index in range(len(models)))
-    if kind == FALLS_BACK:
-        failures = tuple(retryable(draw, way) for way in draw.shuffled(RETRYABLE))
-    else:
-        failures = (Failure(status, draw.words(5)),)
+    ways = draw.shuffled(RETRYABLE) if kind == FALLS_BACK else []
+    failures = (*(retryable(draw, way) for way in ways), Failure(status, draw.words(5)))
     prompts = tuple(f"{word} {draw.words(5)}" for word in distinct_words(draw, len(failures), low=8))
     return FallbackCase(kind, virtual, models, windows, skipped, prompts, failures,
-                        tuple(draw.token() for _ in failures))
+                        tuple(draw.token() for _ in ways))
 
 
 def state_case(draw: Draw) -> StateCase:
@@ -164,7 +167,8 @@ def distinct_words(draw: Draw, count: int, low: int = 3) -> list[str]:
 
 
 def cases(draw: Draw) -> list[FallbackCase | StateCase]:
-    return [fallback_case(draw, FALLS_BACK), *(fallback_case(draw, STAYS, status) for status in NOT_RETRYABLE),
+    first, *others = draw.shuffled(NOT_RETRYABLE)
+    return [fallback_case(draw, FALLS_BACK, first), *(fallback_case(draw, STAYS, status) for status in others),
             state_case(draw)]
 
 
@@ -196,16 +200,17 @@ async def fallback(case: FallbackCase, bench: Bench) -> list[str]:
         finished = await bench.run("tiny_pi.agent", args, cwd=folder, stdin=stdin)
     asked = [[last_user_text(request) for request in server.requests] for server in servers]
     next_model = case.failing + 1
-    codes = ending(finished, (0,) if case.kind == FALLS_BACK else (1,))
+    codes = ending(finished, (1,))  # each case's last prompt ends the run in its error
     if any(asked[:case.failing]):
         codes.append("E-ROUTER-WINDOW")
     if any(asked[case.failing].count(prompt) > 1 for prompt in case.prompts) or any(asked[next_model + 1:]):
         codes.append("E-ROUTER-RETRIED")
+    if case.prompts[-1] in asked[next_model]:
+        codes.append("E-ROUTER-NOT-RETRYABLE")
     if case.kind == STAYS:
-        if asked[next_model]:
-            codes.append("E-ROUTER-NOT-RETRYABLE")
         return codes
-    if asked[next_model] != list(case.prompts) or any(answer not in finished.stdout for answer in case.answers):
+    answered = [prompt for prompt in asked[next_model] if prompt in case.retried]
+    if answered != list(case.retried) or any(answer not in finished.stdout for answer in case.answers):
         codes.append("E-ROUTER-FALLBACK")
     elif not await shows_models(case, session, folder, bench):
         codes.append("E-ROUTER-SHOWN")
@@ -219,7 +224,7 @@ async def shows_models(case: FallbackCase, session: Path, folder: Path, bench: B
     lines = shown.stdout.splitlines() if shown.status == 0 else []
     failures_shown = sum(f"assistant ({failed}):" in line and "[error]" in line for line in lines)
     answers_shown = all(any(f"assistant ({answered}): {answer}" in line for line in lines) for answer in case.answers)
-    return failures_shown >= len(case.failures) and answers_shown
+    return failures_shown >= len(case.retried) and answers_shown
 
 
 async def reopened(case: StateCase, bench: Bench) -> list[str]:
