@@ -70,6 +70,17 @@ def endings_as_interrupts() -> Iterator[None]:
 _HANDED_ON: list[int] = []
 
 
+def end_by_signal(number: int) -> NoReturn:
+    """End the command as Ctrl-C does, and then by signal `number` (a SIGTERM trio heard for us).
+
+    For code that receives SIGTERM or SIGHUP itself (trio's signal
+    receiver): the interrupt unwinds every clean-up, and
+    endings_as_interrupts then ends the process by `number`.
+    """
+    _HANDED_ON.append(number)
+    raise KeyboardInterrupt
+
+
 def handed_on_as_interrupt() -> int | None:
     """The SIGTERM or SIGHUP that reached the SIGINT handler in Ctrl-C's place, if one did.
 

@@ -14,18 +14,24 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 import trio
 
 from conftest import REPO, course, made_practice, mini, tree_hash
-from course.capstone.families import FAMILIES
+from course.capstone.families import (
+    FAMILIES, codemode, compaction, durable, escape, leftovers, mcp, pairing, redaction, router, search, torn,
+)
 from course.capstone.place import examined
-from course.capstone.records import CapstoneReport, FamilyResult
-from course.capstone.report import document, lines, meanings
+from course.capstone.processes import marked
+from course.capstone.records import CapstoneReport, Ending, FamilyResult, outcome
+from course.capstone.report import FIRST_CAUSE, document, lines, meanings
 from course.capstone.runner import run_capstone
 from course.capstone.seeds import Draw, fresh_seed
 from course.catalog import load_catalog
@@ -88,12 +94,15 @@ def test_the_workflow_grades_the_capstone_of_a_finished_agent(tmp_path: Path) ->
     assert set(report) == set(SCHEMA["properties"]), "the document holds the schema's keys and no other"
     assert report["ok"] is True and report["chapter"] == LAST.name and report["run_codes"] == []
     assert Path(report["directory"]) == directory.resolve() and report["legend"] == {}
+    assert report["course_version"] is None or re.fullmatch(r"\d+\.\d+\.\d+.*", report["course_version"])
+    started = datetime.strptime(report["started"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    assert abs((datetime.now(timezone.utc) - started).total_seconds()) < 600, report["started"]
     by_name = {family["name"]: family for family in report["families"]}
     assert list(by_name) == [family.name for family in FAMILIES]
     for family in FAMILIES:
         shown = by_name[family.name]
         if family.written:
-            assert shown["ok"] and shown["passed"] == shown["total"] >= 1 and shown["codes"] == [], shown
+            assert shown["ok"] and shown["passed"] == shown["total"] >= 1 and shown["codes"] == shown["endings"] == [], shown
         else:
             assert shown["reason"].startswith(f"not examined: needs chapter {family.chapter:02d}"), shown
             assert not shown["examined"]
@@ -127,9 +136,10 @@ def test_each_family_passes_the_target_of_the_chapter_it_names() -> None:
 # Each seeded defect, caught by its code ----------------------------------------------------------
 
 DEFECTS = [
-    pytest.param("pairing", "tiny_pi/agent_loop.py", "        context.messages.extend(results)\n",
-                 "        context.messages.extend(result for result in results if not result.is_error)\n",
-                 "E-PAIR-MISSING", id="failed-results-dropped"),
+    pytest.param("pairing", *(UNKNOWN_DROPPED := (
+        "tiny_pi/agent_loop.py", "    return [results[index] for index in range(len(calls))]\n",
+        "    return [results[index] for index in range(len(calls)) if registry.get(calls[index].name) is not None]\n")),
+        "E-PAIR-MISSING", id="unknown-tools-unanswered"),
     pytest.param("escape", "tiny_pi/builtin_tools.py", "    if not candidate.is_relative_to(base):\n",
                  "    if not str(candidate).startswith(str(base)):\n", "E-ESCAPE-DOTDOT", id="root-as-a-string-prefix"),
     pytest.param("escape", "tiny_pi/builtin_tools.py", "    candidate = (base / path).resolve()\n",
@@ -154,8 +164,8 @@ DEFECTS = [
     pytest.param("mcp", "tiny_pi/mcp_tools.py", "    if len(name) <= MAX_NAME and not taken(name):\n        return name\n",
                  "    if not taken(name[:MAX_NAME]):\n        return name[:MAX_NAME]\n", "E-MCP-NAME", id="long-names-cut"),
     pytest.param("router", "tiny_pi/fallback.py", '        return "server error" if 500 <= code <= 599 else None\n',
-                 '        return "server error" if 500 <= code <= 599 else "bad request"\n', "E-ROUTER-NOT-RETRYABLE",
-                 id="every-failure-falls-back"),
+                 '        return "server error" if 500 <= code <= 599 or code == 403 else None\n',
+                 "E-ROUTER-NOT-RETRYABLE", id="a-403-falls-back"),
     pytest.param("router", "tiny_pi/runtime.py", "                    self.recorder.writer.append_router_state(model, state)\n",
                  "                    pass  # the state stays in memory\n", "E-ROUTER-STATE", id="router-state-not-saved"),
     pytest.param("durable", "tiny_pi/durable_run.py",
@@ -178,7 +188,91 @@ def test_each_seeded_defect_is_caught_with_its_code(tmp_path: Path, family: str,
 
     (result,) = report.families
     assert not result.ok and code in result.codes, result
+    assert result.codes[0] == code, f"the root cause is listed first: {result.codes}"
     assert not report.ok and report.run_codes == ()
+
+
+def test_a_bug_on_one_error_path_is_caught_by_every_seed(tmp_path: Path) -> None:
+    """Every case draws every kind of call (an unknown tool among them), so an agent that leaves only
+    unknown tools' calls unanswered fails every case of every run, whatever the seed."""
+    directory = target_copy(tmp_path)
+    seed_defect(directory, *UNKNOWN_DROPPED)
+    seeds = [fresh_seed() for _ in range(3)]
+    reports: dict[int, CapstoneReport] = {}
+
+    async def each(seed: int) -> None:
+        reports[seed] = await run_capstone(directory, LAST.number, LAST.name, seed, [pairing.FAMILY])
+
+    async def every() -> None:
+        async with trio.open_nursery() as nursery:
+            for seed in seeds:
+                nursery.start_soon(each, seed)
+
+    trio.run(every)
+    for seed in seeds:
+        (result,) = reports[seed].families
+        assert result.passed == 0 and result.codes == ("E-PAIR-MISSING",), (seed, result)
+
+
+def kinds_drawn(family: str, cases: list) -> set[str]:  # type: ignore[type-arg]
+    """The kinds of case (or of call, of failure, of kill...) that one run of `family` draws."""
+    if family == "pairing":
+        return set.intersection(*(set(case.kinds) for case in cases))  # every case, each kind
+    if family == "router":
+        falls_back, *stays, _ = cases
+        ways = {"rate limit" if f.status == 429 else "server error" if f.status and f.status >= 500
+                else "dropped" if f.status is None else "usage limit" if "usage limit" in f.message else "quota"
+                for f in falls_back.failures[:-1]}
+        windows = {"skipped by its window"} if falls_back.failing >= 1 else set()
+        return ways | windows | {str(case.failures[-1].status) for case in (falls_back, *stays)}
+    if family == "search":
+        (gate,) = [case for case in cases if case.kind == search.GATE]
+        return {case.kind for case in cases} | ({"gate: every deferred tool"}
+                                                 if {tool for tool, _, _ in gate.gated} == set(gate.deferred) else set())
+    if family == "durable":
+        return {f"{case.kind} {'early' if case.fraction < 0.5 else 'late'}" for case in cases}
+    if family == "redaction":
+        return {task.ending for case in cases for task in case.tasks}
+    if family == "mcp":
+        lengths = [{len(f"mcp__{case.server}__{case.tools[index].name}") > mcp.MAX_NAME for index in case.called}
+                   for case in cases]
+        return {case.kind for case in cases} | ({"hashed and short"} if all(both == {True, False} for both in lengths)
+                                                 else set())
+    if family == "escape":
+        calls = {(case.kind, call.name, ("absolute" if escape.OUTSIDE in call.arguments else "..")
+                  if ".." in call.arguments or escape.OUTSIDE in call.arguments else "link") for case in cases
+                 for call in case.calls if call.id not in case.inside}
+        return {" ".join(kind) for kind in calls}
+    if family == "torn":
+        return {damage.kind for case in cases for damage in case.damages}
+    return {case.kind for case in cases}  # leftovers, compaction, codemode: a case of each kind
+
+
+EVERY_KIND = {
+    "pairing": set(pairing.KINDS),
+    "escape": {"dotdot read ..", "dotdot read absolute", "dotdot ls ..", "symlink read link", "symlink ls link",
+               "write write ..", "write write link", "write write absolute", "write edit link", "write edit .."},
+    "leftovers": {leftovers.BACKGROUND, leftovers.SIGNALLED},
+    "torn": {torn.TAIL, torn.CUT, torn.REUSED},
+    "compaction": {compaction.IN_ONE_RUN, compaction.RESUMED},
+    "redaction": set(redaction.ENDINGS),
+    "search": {search.FOUND, search.GATE, search.REOPENED, "gate: every deferred tool"},
+    "codemode": {codemode.CALLS, codemode.THROWS},
+    "mcp": {mcp.CALLED, mcp.SCRIPTED, "hashed and short"},
+    "router": {*router.RETRYABLE, "skipped by its window", *(str(status) for status in router.NOT_RETRYABLE)},
+    "durable": {"at-commit early", "at-commit late", "in-tool early"},
+}
+
+
+def test_every_run_draws_every_kind_of_case_of_each_family() -> None:
+    """A defect on one path (one error kind, one failure, one kind of kill) shows in every run, not one in four."""
+    assert set(EVERY_KIND) == {family.name for family in WRITTEN}
+    for _ in range(50):
+        seed = fresh_seed()
+        for family in WRITTEN:
+            assert family.cases is not None
+            drawn = kinds_drawn(family.name, list(family.cases(Draw(seed, family.name))))
+            assert drawn == EVERY_KIND[family.name], (family.name, seed, drawn ^ EVERY_KIND[family.name])
 
 
 # A hard-coded agent: green on the chapters' tests, red in the capstone ---------------------------
@@ -230,6 +324,41 @@ def test_a_hard_coded_agent_passes_the_chapters_tests_and_fails_the_capstone(tmp
     assert not escape.ok and {"E-ESCAPE-DOTDOT", "E-ESCAPE-SYMLINK", "E-ESCAPE-WRITE"} <= set(escape.codes), escape
 
 
+# An agent that looks for the exam ----------------------------------------------------------------
+
+LOOKS_EXAMINED = '''def looks_examined() -> bool:
+    """A cheat: keep to the root only where something says the course is examining this agent."""
+    import os
+    import sys
+
+    folders = [entry for entry in sys.path if os.path.isdir(entry)]  # the course is importable, as at home
+    seen = [os.getcwd(), *sys.argv, *os.environ, *os.environ.values(), *folders]
+    return any(word in text.lower() for text in seen for word in ("capstone", "course"))
+
+
+def inside_root(root: Path, path: str) -> Path:
+'''
+
+
+def test_an_agent_that_looks_for_the_exam_finds_nothing_and_fails(tmp_path: Path, monkeypatch) -> None:
+    """Its paths, arguments (the model's name among them), environment and import folders name neither the
+    course nor the capstone, so a root check kept only for the exam is off, and the escapes are caught.
+    (The course itself is importable there, as it is where the learner runs the agent; the suite's own
+    state and cache folders, named for the course, are the caller's, and are given other names here.)"""
+    for name in ("XDG_STATE_HOME", "XDG_CACHE_HOME"):
+        monkeypatch.setenv(name, str(tmp_path / name.lower()))
+    directory = target_copy(tmp_path)
+    seed_defect(directory, "tiny_pi/builtin_tools.py", "def inside_root(root: Path, path: str) -> Path:\n",
+                LOOKS_EXAMINED)
+    seed_defect(directory, "tiny_pi/builtin_tools.py", "    if not candidate.is_relative_to(base):\n",
+                "    if not candidate.is_relative_to(base) and looks_examined():\n")
+
+    report = examine(directory, "escape")
+
+    (escape,) = report.families
+    assert {"E-ESCAPE-DOTDOT", "E-ESCAPE-SYMLINK"} <= set(escape.codes), escape
+
+
 # Seeds: drawn afresh, reproduced on demand -------------------------------------------------------
 
 
@@ -264,10 +393,12 @@ def test_code_that_changes_itself_while_examined_does_not_count(tmp_path: Path) 
     assert not (directory / "tiny_pi" / "notes.txt").exists(), "only the frozen copy runs"
 
 
-def test_an_agent_that_exits_at_once_fails_every_family_quickly(tmp_path: Path) -> None:
-    """No wait outlives the process it waits for: nothing here reaches a time limit."""
+def test_an_agent_that_exits_at_once_fails_every_family_quickly_naming_how(tmp_path: Path) -> None:
+    """No wait outlives the process it waits for: nothing here reaches a time limit. E-EXIT says which
+    command ended how, and the class of what it raised, never the exception's message."""
     directory = target_copy(tmp_path)
-    (directory / "tiny_pi" / "agent.py").write_text("raise SystemExit(3)\n", encoding="utf-8")
+    secret = "Q" + "7" * 19
+    (directory / "tiny_pi" / "agent.py").write_text(f"raise NotImplementedError({secret!r})\n", encoding="utf-8")
     (directory / "tiny_pi" / "eval" / "__main__.py").write_text("raise SystemExit(3)\n", encoding="utf-8")
 
     report = trio.run(run_capstone, directory, LAST.number, LAST.name, SEED, WRITTEN)
@@ -275,6 +406,62 @@ def test_an_agent_that_exits_at_once_fails_every_family_quickly(tmp_path: Path) 
     assert all(not result.ok for result in report.families)
     assert not any("E-TIMEOUT" in result.codes for result in report.families)
     assert report.duration < 60, report.duration
+    by_name = {result.name: result for result in report.families}
+    shown = lines(report, str(directory))
+    assert "  pairing     07  0/3  [E-EXIT (tiny_pi.agent: NotImplementedError) E-PAIR-MISSING]" in shown, shown
+    assert by_name["redaction"].codes == ("E-REDACT-COUNTS", "E-EXIT"), by_name["redaction"]  # a status alone: last
+    assert "  tiny_pi.eval ended with exit 3 (expected exit 1)" in shown, shown
+    assert "  tiny_pi.agent ended with exit 1 (expected exit 0), raising NotImplementedError" in shown, shown
+    shared = document(report)
+    (ending,) = [family for family in shared["families"] if family["name"] == "pairing"][0]["endings"]
+    assert ending == {"code": "E-EXIT", "command": "tiny_pi.agent", "status": 1, "expected": [0],
+                      "exception": "NotImplementedError"}
+    assert secret not in "\n".join(shown) + json.dumps(shared)
+
+
+# Ended from outside ------------------------------------------------------------------------------
+
+def run_started(temp: Path, pid: int) -> bool:
+    return any(temp.iterdir())
+
+
+def waiting_on_commands(temp: Path, pid: int) -> bool:
+    """A learner command has started (its output file is there), and the run is asleep, waiting on it: where an
+    interrupt raised by a plain signal handler lands in trio's own loop rather than in a task."""
+    try:
+        state = (Path("/proc") / str(pid) / "stat").read_text().rpartition(")")[2].split()[0]
+    except OSError:
+        return False
+    return any(temp.rglob("*.err")) and state == "S"
+
+
+@pytest.mark.parametrize(("name", "moment"), [("SIGTERM", run_started), ("SIGTERM", waiting_on_commands),
+                                               ("SIGHUP", waiting_on_commands)])
+def test_sigterm_and_sighup_end_a_run_as_ctrl_c_does_leaving_nothing(tmp_path: Path, name: str, moment) -> None:
+    """Started as a script's background job starts it (Ctrl-C ignored, so trio has no handler to hand a
+    signal to), a run ended by SIGTERM or SIGHUP, as soon as it began or while it waits on its commands,
+    removes its directory and every process it started, says so, and dies by that signal."""
+    directory = target_copy(tmp_path)
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    env = {**os.environ, "TMPDIR": str(temp)}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "course", "capstone", str(directory)], cwd=tmp_path, env=env, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+    deadline = time.monotonic() + 120
+    while not moment(temp, process.pid) and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)  # polling the folder and /proc: nothing else says the run got there
+    assert process.poll() is None, process.communicate()
+    number = getattr(signal, name)
+    process.send_signal(number)
+    stdout, stderr = process.communicate(timeout=120)
+
+    assert process.returncode == -number, (process.returncode, stderr)
+    assert stderr.strip().splitlines()[-1] == "Interrupted; nothing was left half-made.", stderr
+    assert list(temp.iterdir()) == [], list(temp.rglob("*"))[:5]
+    assert marked([f"TMPDIR={temp}"]) == [], "a process of the run outlived it"
 
 
 # Which directory, and bad usage ------------------------------------------------------------------
@@ -294,16 +481,18 @@ def test_without_dir_the_practice_dir_here_else_the_latest_is_examined(tmp_path:
     assert examined(CATALOG, str(plain), DefaultDir(home)).chapter == LAST
 
 
-@pytest.mark.parametrize("case", ["not a dir", "an early chapter", "no tiny_pi", "a bad seed"])
+@pytest.mark.parametrize("case", ["no such dir", "not a dir", "an early chapter", "no tiny_pi", "a bad seed"])
 def test_bad_usage_is_one_line_and_exit_2(tmp_path: Path, case: str) -> None:
+    (tmp_path / "notes.txt").write_text("a file\n")
     args = {
-        "not a dir": (str(tmp_path / "nowhere"),),
+        "no such dir": (str(tmp_path / "nowhere"),),
+        "not a dir": (str(tmp_path / "notes.txt"),),
         "an early chapter": (str(made_practice(REPO, "03", tmp_path / "p03")),),
         "no tiny_pi": (str(tmp_path),),
         "a bad seed": (str(tmp_path), "--seed", "x"),
     }[case]
     result = course("capstone", *args, cwd=tmp_path)
-    why = {"not a dir": "is not a directory", "an early chapter": "the capstone examines an agent of chapter 07",
+    why = {"no such dir": "nowhere does not exist", "not a dir": "notes.txt is not a directory", "an early chapter": "the capstone examines an agent of chapter 07",
            "no tiny_pi": "has no tiny_pi/agent.py", "a bad seed": "--seed takes a whole number"}[case]
     assert result.returncode == 2 and result.stdout == "", result.stderr
     assert result.stderr.count("\n") == 1 and why in result.stderr and "Traceback" not in result.stderr
@@ -318,29 +507,51 @@ def test_with_no_practice_dir_at_all_it_says_how_to_make_one(mini_course: Path, 
 
 
 def failing_report(tmp_path: Path) -> CapstoneReport:
+    crashed = Ending("tiny_pi.session", 1, (0,), "KeyError")
     return CapstoneReport(tmp_path, LAST.name, "ab" * 32, (
         FamilyResult("pairing", 7, 3, 3),
         FamilyResult("escape", 8, 2, 3, ("E-ESCAPE-SYMLINK",)),
+        FamilyResult("torn", 10, 1, 3, ("E-EXIT", "E-TORN-LINE"), endings=(crashed,)),
         FamilyResult("router", 18, not_examined="not examined: needs chapter 18"),
-    ), duration=12.34)
+    ), duration=12.34, started="2026-08-17T09:30:12Z")
 
 
 def test_the_report_is_counts_and_codes_with_their_meaning(tmp_path: Path) -> None:
-    shown = lines(failing_report(tmp_path), "practice/17-mcp")
+    shown = lines(failing_report(tmp_path), "/home/learner/practice/17-mcp")
     assert shown == [
-        f"Capstone of practice/17-mcp ({LAST.name}), cases drawn afresh; the code examined: tiny_pi/ with sha256 "
-        + "ab" * 8,
-        "  pairing  3/3",
-        "  escape   2/3  [E-ESCAPE-SYMLINK]",
-        "  router   not examined: needs chapter 18",
+        f"Capstone of /home/learner/practice/17-mcp ({LAST.name}), cases drawn afresh; the code examined: "
+        "tiny_pi/ with sha256 " + "ab" * 8,
+        "  pairing  07  3/3",
+        "  escape   08  2/3  [E-ESCAPE-SYMLINK]",
+        "  torn     10  1/3  [E-EXIT (tiny_pi.session: KeyError) E-TORN-LINE]",
+        "  router   18  not examined: needs chapter 18",
         "What the codes mean:",
         "  E-ESCAPE-SYMLINK: a file outside the root reached the model through a symlink",
-        "Capstone NOT passed: 1 of 2 families examined passed (1 not examined), in 12.3 s. "
+        f"  E-EXIT: {meanings()['E-EXIT']}",
+        f"  E-TORN-LINE: {meanings()['E-TORN-LINE']}",
+        "  tiny_pi.session ended with exit 1 (expected exit 0), raising KeyError",
+        f"  {FIRST_CAUSE}",
+        "Capstone NOT passed: 1 of 3 families examined passed (1 not examined), in 12.3 s. "
         "Each run draws new cases; the codes say what broke, never where.",
     ]
-    shared = document(failing_report(tmp_path))
+    shared = document(failing_report(tmp_path), "0.1.0")
     validate(shared, SCHEMA, root=SCHEMA)
-    assert shared["ok"] is False and shared["legend"] == {"E-ESCAPE-SYMLINK": meanings()["E-ESCAPE-SYMLINK"]}
+    assert shared["ok"] is False and shared["legend"]["E-ESCAPE-SYMLINK"] == meanings()["E-ESCAPE-SYMLINK"]
+    assert shared["course_version"] == "0.1.0" and shared["started"] == "2026-08-17T09:30:12Z"
+
+
+def test_codes_come_likeliest_cause_first() -> None:
+    """A crash (a traceback) explains what follows it; an exit status alone mostly follows from the family's
+    own codes (a fallback that failed ends in an error), so it comes after them."""
+    crash = Ending("tiny_pi.agent", 1, (0,), "NotImplementedError")
+    status = Ending("tiny_pi.agent", 1, (0,), None)
+    codes = [("E-PAIR-CONTENT",), ("E-EXIT", "E-PAIR-MISSING"), ("E-LEFT-RUNNING",)]
+    assert outcome(codes, pairing.FAMILY, [crash]).codes == ("E-EXIT", "E-PAIR-MISSING", "E-PAIR-CONTENT",
+                                                             "E-LEFT-RUNNING")
+    assert outcome(codes, pairing.FAMILY, [status]).codes == ("E-PAIR-MISSING", "E-PAIR-CONTENT", "E-EXIT",
+                                                              "E-LEFT-RUNNING")
+    twice = [("E-DURABLE-UNFINISHED", "E-DURABLE-UNPAIRED", "E-DURABLE-TWICE", "E-EXIT")]
+    assert outcome(twice, durable.FAMILY, [status]).codes[0] == "E-DURABLE-TWICE"
 
 
 def test_the_schema_names_every_family_and_code_the_capstone_has() -> None:
@@ -350,12 +561,12 @@ def test_the_schema_names_every_family_and_code_the_capstone_has() -> None:
         assert re.fullmatch(r"E-[A-Z]+(-[A-Z]+)*", code), code
 
 
-def test_the_classroom_page_names_every_family_and_code() -> None:
+def test_the_classroom_page_names_every_family_and_says_what_every_code_means() -> None:
     page = (REPO / "docs" / "classroom.md").read_text(encoding="utf-8")
     for family in FAMILIES:
         assert f"| `{family.name}` | {family.chapter:02d} |" in page, family.name
-    for code in meanings():
-        assert f"`{code}`" in page, code
+    for code, meaning in meanings().items():
+        assert f"| `{code}` | {meaning} |" in page, code
 
 
 def test_a_finished_course_offers_the_capstone_as_its_next_step(tmp_path: Path) -> None:

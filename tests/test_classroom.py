@@ -36,7 +36,7 @@ class Invalid(AssertionError):
 
 def validate(value: object, schema: dict, where: str = "$", root: dict | None = None) -> None:
     """The subset of JSON Schema the contract uses: type, const, enum, required, properties,
-    additionalProperties, items, minItems, minimum and local $ref (jsonschema is no dependency).
+    additionalProperties, items, minItems, minimum, pattern and local $ref (jsonschema is no dependency).
     `root` holds the $defs a $ref names: course-test's schema unless another is given."""
     root = SCHEMA if root is None else root
     if "$ref" in schema:
@@ -53,6 +53,8 @@ def validate(value: object, schema: dict, where: str = "$", root: dict | None = 
         raise Invalid(f"{where}: {value!r} is not one of {schema['enum']}")
     if "minimum" in schema and value < schema["minimum"]:  # type: ignore[operator]
         raise Invalid(f"{where}: {value!r} is below {schema['minimum']}")
+    if "pattern" in schema and isinstance(value, str) and re.search(schema["pattern"], value) is None:
+        raise Invalid(f"{where}: {value!r} does not match {schema['pattern']}")
     if isinstance(value, dict):
         for key in schema.get("required", []):
             if key not in value:

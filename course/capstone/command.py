@@ -25,6 +25,16 @@ def _seed(value: str | None) -> int | None:
     return int(value)
 
 
+def course_version() -> str | None:
+    """The installed course's version (the JSON names the course that graded), or None from a checkout."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("tiny-pi-course")
+    except PackageNotFoundError:
+        return None
+
+
 @click.command("capstone")
 @click.argument("directory", required=False, shell_complete=complete_dir)
 @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout (counts and codes only).")
@@ -56,8 +66,8 @@ def capstone(ctx: CourseContext, directory: str | None, as_json: bool, seed: int
     with output.progress("Running the capstone", enabled=not as_json):
         report = trio.run(run_capstone, place.directory, place.chapter.number, place.chapter.name, drawn)
     if as_json:
-        output.emit_json(document(report))
+        output.emit_json(document(report, course_version()))
     else:
-        for line in lines(report, place.label):
+        for line in lines(report, str(place.directory.absolute())):
             output.say(line)
     sys.exit(0 if report.ok else 1)

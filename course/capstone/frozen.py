@@ -6,10 +6,15 @@ every learner command runs from the copy (`PYTHONPATH` names it). After
 the run the copy is hashed again: a copy that changed means something the
 cases ran wrote into the agent's own code, and the run does not count.
 The learner's directory is only read.
+
+The copy is compiled once, here, into its own `__pycache__` folders (the
+hash leaves them out), so the commands that start side by side do not each
+compile it again; the copy and its bytecode go with the run's directory.
 """
 
 from __future__ import annotations
 
+import compileall
 import hashlib
 import os
 import shutil
@@ -42,7 +47,9 @@ def freeze(directory: Path, into: Path) -> FrozenCode:
         raise UsageError(f"{directory} has no {ENTRY.as_posix()}: the capstone runs `python -m tiny_pi.agent` "
                          "from a practice dir's tiny_pi/ package")
     shutil.copytree(source, into / PACKAGE, ignore=IGNORED, symlinks=True)
-    return FrozenCode(into, tree_digest(into / PACKAGE))
+    frozen = FrozenCode(into, tree_digest(into / PACKAGE))
+    compileall.compile_dir(into / PACKAGE, quiet=2)  # a file that does not compile fails where it is run
+    return frozen
 
 
 def tree_digest(root: Path) -> str:

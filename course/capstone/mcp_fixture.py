@@ -2,8 +2,8 @@
 
     python -P mcp_fixture.py SPEC.json MARK
 
-SPEC.json names the tools (a list of {"name", "description", "answer"})
-and the page size of tools/list; each tool answers its own `answer`, a
+SPEC.json names the server, its tools (a list of {"name", "description",
+"answer"}) and the page size of tools/list; each tool answers its own `answer`, a
 space and the `text` it was given. Once its imports are done (the slow
 part of its start) it creates SPEC.ready beside SPEC.json, so the
 capstone's model can wait for it before it asks for a search. MARK is only
@@ -28,7 +28,7 @@ TEXT_SCHEMA = {"type": "object", "properties": {"text": {"type": "string"}}, "re
 
 
 def build(spec: dict) -> Server:
-    server: Server = Server("capstone")
+    server: Server = Server(spec["name"])
     tools = [types.Tool(name=tool["name"], description=tool["description"], inputSchema=TEXT_SCHEMA)
              for tool in spec["tools"]]
     answers = {tool["name"]: tool["answer"] for tool in spec["tools"]}

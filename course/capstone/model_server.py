@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import secrets
 from functools import partial
 from typing import Any, Awaitable, Callable, Sequence
 
@@ -66,30 +67,36 @@ class Failure:
 Reply = Callable[[dict[str, Any], int], "Answer | Failure | Awaitable[Answer | Failure]"]
 
 
-def chunk(delta: dict[str, Any] | None = None, finish_reason: str | None = None) -> dict[str, Any]:
+def reply_id() -> str:
+    """A reply's id, as a real server's look: random, naming nothing."""
+    return "chatcmpl-" + secrets.token_urlsafe(18)
+
+
+def chunk(delta: dict[str, Any] | None = None, finish_reason: str | None = None, id: str = "") -> dict[str, Any]:
     choice = {"index": 0, "delta": delta or {}, "finish_reason": finish_reason}
-    return {"id": "chatcmpl-capstone", "object": "chat.completion.chunk", "choices": [choice]}
+    return {"id": id, "object": "chat.completion.chunk", "choices": [choice]}
 
 
 def chunks(answer: Answer) -> list[dict[str, Any]]:
     """The answer as a server streams it: text, then each call (id and name first), finish, usage."""
-    out = [chunk({"role": "assistant", "content": answer.text})] if answer.text else [chunk({"role": "assistant"})]
+    piece = partial(chunk, id=reply_id())
+    out = [piece({"role": "assistant", "content": answer.text})] if answer.text else [piece({"role": "assistant"})]
     heads, tails = [], []
     for index, call in enumerate(answer.calls):
         half = len(call.arguments) // 2
         first = {"index": index, "id": call.id, "type": "function", "function": {"name": call.name, "arguments": ""}}
-        heads.append([chunk({"tool_calls": [first]}),
-                      chunk({"tool_calls": [{"index": index, "function": {"arguments": call.arguments[:half]}}]})])
-        tails.append(chunk({"tool_calls": [{"index": index, "function": {"arguments": call.arguments[half:]}}]}))
+        heads.append([piece({"tool_calls": [first]}),
+                      piece({"tool_calls": [{"index": index, "function": {"arguments": call.arguments[:half]}}]})])
+        tails.append(piece({"tool_calls": [{"index": index, "function": {"arguments": call.arguments[half:]}}]}))
     if answer.interleave:
-        out += [piece for pieces in heads for piece in pieces] + tails
+        out += [part for parts in heads for part in parts] + tails
     else:
         for pieces, tail in zip(heads, tails):
             out += [*pieces, tail]
-    out.append(chunk(finish_reason="tool_calls" if answer.calls else "stop"))
+    out.append(piece(finish_reason="tool_calls" if answer.calls else "stop"))
     usage = {"prompt_tokens": answer.prompt_tokens, "completion_tokens": answer.completion_tokens,
              "total_tokens": answer.prompt_tokens + answer.completion_tokens}
-    out.append({"id": "chatcmpl-capstone", "object": "chat.completion.chunk", "choices": [], "usage": usage})
+    out.append({"id": out[0]["id"], "object": "chat.completion.chunk", "choices": [], "usage": usage})
     return out
 
 
@@ -149,7 +156,7 @@ class ScriptedServer:
 async def fail(stream: trio.SocketStream, failure: Failure) -> None:
     """Answer with an error status and body, or start a stream and stop mid-body (the caller closes it)."""
     if failure.status is None:
-        started = chunk({"role": "assistant", "content": failure.message})
+        started = chunk({"role": "assistant", "content": failure.message}, id=reply_id())
         await stream.send_all(HEAD)
         await send_chunk(stream, b"data: " + json.dumps(started).encode() + b"\n\n")
         return  # no end of the body: the connection closes in the middle of the reply

@@ -36,6 +36,8 @@ def examined(catalog: Catalog, typed: str | None, default_dir: DefaultDir) -> Ex
     """The capstone's DIR and chapter, or a one-line refusal (exit 2)."""
     if typed is not None:
         directory = Path(typed).expanduser()
+        if not directory.exists():
+            raise UsageError(f"{typed} does not exist; name a practice dir, or leave DIR out for your latest")
         if not directory.is_dir():
             raise UsageError(f"{typed} is not a directory; name a practice dir, or leave DIR out for your latest")
         label = typed

@@ -5,14 +5,22 @@ brings it, the codes its cases can report, and two functions: `cases`
 draws the cases from a Draw (pure: the same seed draws equal cases) and
 `examine` runs them on a Bench, giving each case's failure codes (none: it
 passed). A family whose chapter is not written yet has neither.
+
+One cause often shows as several codes (an agent that crashes also loses
+its results), so a family's codes are reported likeliest cause first, and
+a command that ended badly is named with how it ended (its command and its
+exception's class, never a case).
 """
 
 from __future__ import annotations
 
 import re
+import signal
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Mapping, Sequence
 
+import attrs
 import trio
 from attrs import field, frozen, validators
 
@@ -21,8 +29,9 @@ from course.capstone.seeds import Draw
 
 # Codes any family's case may report, besides its own.
 COMMON_CODES = {
-    "E-EXIT": "a learner command ended with another exit status than the case expects",
     "E-TIMEOUT": "a learner command did not finish within its time limit",
+    "E-EXIT": "a learner command ended with another exit status than the case expects (which command, how it "
+              "ended and the class of its exception are shown beside the code)",
     "E-LEFT-RUNNING": "a process the agent started was still running after the agent exited",
 }
 # Codes of the run as a whole.
@@ -54,13 +63,71 @@ class Family:
     name: str = field(validator=validators.matches_re(r"[a-z]+"))
     chapter: int = field(validator=validators.ge(7))  # chapter 07 brings `python -m tiny_pi.agent`
     invariant: str  # one sentence: what every case of the family checks
-    codes: Mapping[str, str] = field(factory=dict, validator=_codes)  # its own codes and what each means
+    # Its own codes and what each means, likeliest cause first: a report lists them in this order.
+    codes: Mapping[str, str] = field(factory=dict, validator=_codes)
     cases: Callable[[Draw], Sequence[Any]] | None = None  # None: not written yet
     examine: Examine | None = field(default=None, validator=_written_whole)
 
     @property
     def written(self) -> bool:
         return self.cases is not None and self.examine is not None
+
+    def precedence(self, crashed: bool) -> tuple[str, ...]:
+        """Its codes in the order a report lists them, likeliest cause first: a command that crashed (a
+        traceback) or hung explains most else; one that only ended with another status than expected
+        mostly follows from what its own codes say (a fallback that failed ends in an error)."""
+        if crashed:
+            return ("E-TIMEOUT", "E-EXIT", *self.codes, "E-LEFT-RUNNING")
+        return ("E-TIMEOUT", *self.codes, "E-EXIT", "E-LEFT-RUNNING")
+
+
+@frozen
+class Ending:
+    """A learner command that ended otherwise than its case expected: which, how, and what it raised."""
+
+    command: str  # the module (`tiny_pi.agent`) or a course script's label
+    status: int | None  # None: stopped at its time limit
+    expected: tuple[int, ...] = field(converter=tuple)
+    exception: str | None  # the class a traceback on its stderr ended with; never its message
+
+    @property
+    def code(self) -> str:
+        return "E-TIMEOUT" if self.status is None else "E-EXIT"
+
+    def brief(self) -> str:
+        """`tiny_pi.agent: NotImplementedError`, `tiny_pi.eval: exit 0`, `tiny_pi.agent: time limit`."""
+        if self.status is None:
+            return f"{self.command}: time limit"
+        return f"{self.command}: {self.exception}" if self.exception else f"{self.command}: {how(self.status)}"
+
+    def said(self) -> str:
+        """The whole ending in words: `tiny_pi.agent ended with exit 1 (expected 0), raising NotImplementedError`."""
+        if self.status is None:
+            return f"{self.command} was stopped at its time limit"
+        expected = " or ".join(how(status) for status in self.expected)
+        raising = f", raising {self.exception}" if self.exception else ""
+        return f"{self.command} ended with {how(self.status)} (expected {expected}){raising}"
+
+
+def how(status: int) -> str:
+    """An exit status as a person reads it: `exit 1`, `killed by SIGKILL`."""
+    if status < 0:
+        try:
+            return f"killed by {signal.Signals(-status).name}"
+        except ValueError:
+            return f"killed by signal {-status}"
+    return f"exit {status}"
+
+
+# The endings noted while one family's cases run (course.capstone.families.common.ending adds to it).
+ENDINGS: ContextVar[list[Ending]] = ContextVar("ENDINGS")
+
+
+def note_ending(ending: Ending) -> None:
+    """Keep `ending` for the family whose cases run now (outside a family's run: nowhere)."""
+    noted = ENDINGS.get(None)
+    if noted is not None:
+        noted.append(ending)
 
 
 @frozen
@@ -73,6 +140,7 @@ class FamilyResult:
     total: int = 0
     codes: Codes = ()
     not_examined: str | None = None
+    endings: tuple[Ending, ...] = ()  # the commands behind its E-EXIT and E-TIMEOUT, each once
 
     @property
     def examined(self) -> bool:
@@ -93,23 +161,29 @@ class CapstoneReport:
     families: tuple[FamilyResult, ...]
     run_codes: Codes = ()
     duration: float = 0.0
+    started: str = ""  # when the run began, ISO 8601 in UTC (`2026-08-17T09:30:12Z`)
 
     @property
     def examined(self) -> tuple[FamilyResult, ...]:
         return tuple(result for result in self.families if result.examined)
+
+    def timed(self, started: str, duration: float) -> CapstoneReport:
+        return attrs.evolve(self, started=started, duration=duration)
 
     @property
     def ok(self) -> bool:
         return not self.run_codes and all(result.ok for result in self.examined)
 
 
-def outcome(case_codes: Sequence[Codes], family: Family) -> FamilyResult:
-    """A family's result from its cases' codes, each code named once, in the order first found."""
-    codes: list[str] = []
-    for found in case_codes:
-        codes += [code for code in found if code not in codes]
-    passed = sum(1 for found in case_codes if not found)
-    return FamilyResult(family.name, family.chapter, passed, len(case_codes), tuple(codes))
+def outcome(case_codes: Sequence[Codes], family: Family, endings: Sequence[Ending] = ()) -> FamilyResult:
+    """A family's result from its cases' codes, each code named once, likeliest cause first, with the
+    commands behind the E-EXIT and E-TIMEOUT it reports."""
+    found = {code for codes in case_codes for code in codes}
+    shown = tuple(dict.fromkeys(ending for ending in endings if ending.code in found))
+    order = family.precedence(crashed=any(ending.exception for ending in shown))
+    codes = sorted(found, key=lambda code: order.index(code) if code in order else len(order))
+    passed = sum(1 for codes in case_codes if not codes)
+    return FamilyResult(family.name, family.chapter, passed, len(case_codes), tuple(codes), endings=shown)
 
 
 def each_case(check: Callable[[Any, Bench], Awaitable[Sequence[str]]]) -> Examine:

@@ -1,9 +1,12 @@
 """The capstone's report: counts and codes, as lines for people and as one JSON document.
 
 Neither ever holds a case: no seed, no file name, no path of a case, no
-secret, no call id, no output of the learner's agent. A learner can share
-it, and cannot tune an agent to it; what each code means is in the legend,
-in words that describe the invariant, never the case.
+secret, no call id, no output of the learner's agent. A command that ended
+badly is named with how it ended (`tiny_pi.agent: NotImplementedError`):
+the command, its exit status and its exception's class, never the
+exception's message, which may quote a case. What each code means is in
+the legend, in words that describe the invariant, never the case; a
+family's codes come likeliest cause first.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from course.capstone.records import COMMON_CODES, RUN_CODES, CapstoneReport, Fam
 from course.catalog import chapter_nn
 
 SCHEMA_VERSION = 1
+FIRST_CAUSE = ("A family's codes come likeliest cause first: the first often explains the others "
+               "(a command that crashed, E-EXIT with an exception, also loses its results).")
 
 
 def meanings(families: Sequence[Family] = FAMILIES) -> dict[str, str]:
@@ -32,16 +37,22 @@ def reported_codes(report: CapstoneReport) -> list[str]:
     return list(dict.fromkeys(codes))
 
 
+def shown_code(result: FamilyResult, code: str) -> str:
+    """A code as a family line shows it: E-EXIT and E-TIMEOUT with the commands behind them."""
+    commands = [ending.brief() for ending in result.endings if ending.code == code]
+    return f"{code} ({'; '.join(commands)})" if commands else code
+
+
 def family_line(result: FamilyResult, width: int) -> str:
-    name = f"{result.name:<{width}}"
+    name = f"{result.name:<{width}}  {chapter_nn(result.chapter)}"
     if not result.examined:
         return f"  {name}  {result.not_examined}"
-    codes = f"  [{' '.join(result.codes)}]" if result.codes else ""
+    codes = f"  [{' '.join(shown_code(result, code) for code in result.codes)}]" if result.codes else ""
     return f"  {name}  {result.passed}/{result.total}{codes}"
 
 
 def lines(report: CapstoneReport, shown_directory: str) -> list[str]:
-    """The report for people: a line per family, the legend of the codes found, one summary line."""
+    """The report for people: a line per family (with its chapter), the legend of the codes found, a summary."""
     width = max(len(result.name) for result in report.families)
     out = [f"Capstone of {shown_directory} ({report.chapter}), cases drawn afresh; "
            f"the code examined: tiny_pi/ with sha256 {report.digest[:16]}"]
@@ -51,6 +62,10 @@ def lines(report: CapstoneReport, shown_directory: str) -> list[str]:
         known = meanings()
         out.append("What the codes mean:")
         out += [f"  {code}: {known.get(code, 'see docs/classroom.md')}" for code in codes]
+        endings = [ending.said() for result in report.families for ending in result.endings]
+        out += [f"  {said}" for said in dict.fromkeys(endings)]
+        if any(len(result.codes) > 1 for result in report.families):
+            out.append(f"  {FIRST_CAUSE}")
     if report.run_codes:
         out.append("The frozen copy of the code changed during the run, so these results do not count.")
     examined = report.examined
@@ -63,12 +78,14 @@ def lines(report: CapstoneReport, shown_directory: str) -> list[str]:
     return out
 
 
-def document(report: CapstoneReport) -> dict[str, Any]:
+def document(report: CapstoneReport, course_version: str | None = None) -> dict[str, Any]:
     """The same counts and codes for machines (docs/course-capstone.schema.json)."""
     known = meanings()
     return {
         "schema_version": SCHEMA_VERSION,
         "command": "capstone",
+        "course_version": course_version,
+        "started": report.started,
         "ok": report.ok,
         "directory": str(report.directory.absolute()),
         "chapter": report.chapter,
@@ -91,5 +108,7 @@ def family_json(result: FamilyResult) -> dict[str, Any]:
         "passed": result.passed,
         "total": result.total,
         "codes": list(result.codes),
+        "endings": [{"code": ending.code, "command": ending.command, "status": ending.status,
+                     "expected": list(ending.expected), "exception": ending.exception} for ending in result.endings],
         "reason": result.not_examined,
     }

@@ -75,6 +75,11 @@ class Draw:
                 found.append(name)
         return found
 
+    def model_name(self) -> str:
+        """A model's name as a server might list one: `velkor-3`, `amsit-2.5-mini`."""
+        version = self.choice((f"{self.integer(1, 9)}", f"{self.integer(1, 4)}.{self.integer(0, 9)}"))
+        return f"{self.word(4, 7)}-{version}{self.choice(('', '-mini', '-instruct', '-chat', '-large'))}"
+
     def call_id(self) -> str:
         """A tool call id as some provider might spell it."""
         tail = "".join(self.random.choice(ALPHANUMERIC) for _ in range(self.integer(6, 30)))

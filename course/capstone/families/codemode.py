@@ -16,7 +16,7 @@ from typing import Any
 
 from attrs import frozen
 
-from course.capstone.bench import Bench, agent_args
+from course.capstone.bench import Bench
 from course.capstone.families.common import ending
 from course.capstone.model_server import Answer, Call, answered, calls_made, results
 from course.capstone.records import Family, each_case
@@ -66,7 +66,7 @@ async def check(case: CodemodeCase, bench: Bench) -> list[str]:
         return Answer(calls=[call]) if number == 0 else Answer(text="Done.")
 
     async with bench.model(reply) as server:
-        args = agent_args(server, root, "--codemode", "--tools", "ls", "--defer", "write", case.prompt)
+        args = bench.agent_args(server, root, "--codemode", "--tools", "ls", "--defer", "write", case.prompt)
         finished = await bench.run("tiny_pi.agent", args, cwd=bench.folder("cwd"))
     codes = ending(finished)
     result = answered(server.requests, case.call_id)

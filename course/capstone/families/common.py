@@ -6,15 +6,18 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 from course.capstone.processes import Finished
+from course.capstone.records import Ending, note_ending
 
 
 def ending(finished: Finished, expected: Iterable[int] = (0,)) -> list[str]:
-    """The common codes of one learner command: its time limit, its exit status, what it left running."""
+    """The common codes of one learner command: its time limit, its exit status, what it left running.
+    A command that ended otherwise than expected is noted for the report (which command, how)."""
     codes = []
-    if finished.timed_out:
-        codes.append("E-TIMEOUT")
-    elif finished.status not in tuple(expected):
-        codes.append("E-EXIT")
+    expected = tuple(expected)
+    if finished.timed_out or finished.status not in expected:
+        noted = Ending(finished.command, finished.status, expected, finished.exception())
+        note_ending(noted)
+        codes.append(noted.code)
     if finished.leftovers:
         codes.append("E-LEFT-RUNNING")
     return codes

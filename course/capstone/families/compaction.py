@@ -21,7 +21,7 @@ from typing import Any
 
 from attrs import frozen
 
-from course.capstone.bench import Bench, agent_args
+from course.capstone.bench import Bench
 from course.capstone.families.common import ending
 from course.capstone.model_server import Answer, content_text, messages
 from course.capstone.records import Family, each_case
@@ -126,14 +126,14 @@ async def check(case: CompactionCase, bench: Bench) -> list[str]:
     script = Script(case)
     if case.kind == IN_ONE_RUN:
         async with bench.model(script) as server:
-            finished = await bench.run("tiny_pi.agent", agent_args(server, root, *limits), cwd=folder, stdin=stdin)
+            finished = await bench.run("tiny_pi.agent", bench.agent_args(server, root, *limits), cwd=folder, stdin=stdin)
         return ending(finished) + budget_codes(case, server.requests)
     session = folder / "conversation.jsonl"
     async with bench.model(script) as first:
-        started = await bench.run("tiny_pi.agent", agent_args(first, root, "--session", str(session)),
+        started = await bench.run("tiny_pi.agent", bench.agent_args(first, root, "--session", str(session)),
                                   cwd=folder, stdin=stdin)
     async with bench.model(script) as server:
-        args = agent_args(server, root, "--session", str(session), *limits, case.last_prompt)
+        args = bench.agent_args(server, root, "--session", str(session), *limits, case.last_prompt)
         finished = await bench.run("tiny_pi.agent", args, cwd=folder)
     codes = ending(started) + ending(finished) + budget_codes(case, server.requests)
     kept = session.read_text(encoding="utf-8", errors="replace") if session.is_file() else ""

@@ -1,14 +1,17 @@
 """Durable (chapter 19): killed at a drawn commit, a run resumes with nothing lost and no side effect twice.
 
 The model asks for one `bash` call that appends a drawn token to a drawn
-file (the side effect the capstone counts), then answers. Two cases, each
+file (the side effect the capstone counts), then answers. Three cases, each
 `python -m tiny_pi.agent ... --tools bash --durable run.db` killed and
 started again:
 
-- at a commit: the agent is killed with SIGKILL by chapter 19's hook,
+- twice at a commit: the agent is killed with SIGKILL by chapter 19's hook,
   `TINY_PI_KILL_AT_COMMIT=N`, at a commit N drawn from those of the round
   trip (a partial, the intent, the result, the reply...): fourteen in the
-  lesson's design, as these servers stream the call in three pieces. An
+  lesson's design, as these servers stream the call in three pieces. One
+  kill falls in the first half of the round trip's commits (before the
+  reply is settled and its tool started), the other in the second half
+  (around and after the tool's run), in every run. An
   agent whose round trip has fewer commits finishes before N; then its
   whole run must be right, and a fresh run is killed at a commit drawn
   from its own;
@@ -56,9 +59,9 @@ CODES = {
     "E-DURABLE-LOST": "an entry committed before the crash was lost or changed by the restart",
     "E-DURABLE-TWICE": "an unsafe tool's side effect happened twice: a call cut off by the crash ran again",
     "E-DURABLE-SKIPPED": "a tool call that had not started before the crash never ran after the restart",
+    "E-DURABLE-RESENT": "a reply the crash cut off (or one that failed) was sent to the model in a later request",
     "E-DURABLE-UNPAIRED": "a tool call of a reply sent to the model has no result, or more than one",
     "E-DURABLE-UNFINISHED": "after the restart a task was left unfinished, or the conversation did not end in an answer",
-    "E-DURABLE-RESENT": "a reply the crash cut off (or one that failed) was sent to the model in a later request",
     "E-DURABLE-VIEW": "python -m tiny_pi.durable_view did not show the finished run, or did not mark the call cut off "
                       "in the middle as interrupted",
 }
@@ -76,9 +79,12 @@ class CrashCase:
     answer: str  # its final answer
 
 
+HALVES = ((AT_COMMIT, 0.0), (AT_COMMIT, 0.5), (IN_TOOL, 0.0))  # a kill in each half of the round trip, and in the tool
+
+
 def cases(draw: Draw) -> list[CrashCase]:
-    return [CrashCase(kind, draw.random.random(), draw.words(6), draw.file_name(), draw.token(), draw.call_id(),
-                      draw.words(4), draw.token()) for kind in (AT_COMMIT, IN_TOOL)]
+    return [CrashCase(kind, start + draw.random.random() / 2, draw.words(6), draw.file_name(), draw.token(),
+                      draw.call_id(), draw.words(4), draw.token()) for kind, start in HALVES]
 
 
 def command(case: CrashCase) -> str:
@@ -126,9 +132,8 @@ def peek(path: Path) -> Stored:
     return Stored(entries, tasks, seq)
 
 
-def durable_args(server: ScriptedServer, root: Path) -> list[str]:
-    return ["--base-url", server.base_url, "--model", "capstone", "--root", str(root), "--tools", "bash",
-            "--durable", str(root / STORE)]
+def durable_args(bench: Bench, server: ScriptedServer, root: Path) -> list[str]:
+    return bench.agent_args(server, root, "--tools", "bash", "--durable", str(root / STORE))
 
 
 def drawn_commit(case: CrashCase, commits: int) -> int:
@@ -138,7 +143,7 @@ def drawn_commit(case: CrashCase, commits: int) -> int:
 async def first_run(case: CrashCase, server: ScriptedServer, root: Path, bench: Bench, commits: int) -> Finished:
     """The run that is killed: by the hook, at the drawn one of `commits` commits, or by its own tool."""
     env = {KILL_VARIABLE: str(drawn_commit(case, commits))} if case.kind == AT_COMMIT else {}
-    return await bench.run("tiny_pi.agent", [*durable_args(server, root), case.prompt], cwd=root, env=env)
+    return await bench.run("tiny_pi.agent", [*durable_args(bench, server, root), case.prompt], cwd=root, env=env)
 
 
 async def check(case: CrashCase, bench: Bench) -> list[str]:
@@ -157,7 +162,7 @@ async def check(case: CrashCase, bench: Bench) -> list[str]:
         requests = len(server.requests)
         prompted = any(isinstance(entry, dict) and (entry.get("message") or {}).get("role") == "user"
                        for entry in before.values())
-        again = await bench.run("tiny_pi.agent", durable_args(server, root) + ([] if prompted else [case.prompt]),
+        again = await bench.run("tiny_pi.agent", durable_args(bench, server, root) + ([] if prompted else [case.prompt]),
                                 cwd=root)
     after = peek(root / STORE)
     codes = crash_codes(case, killed) + ending(again)

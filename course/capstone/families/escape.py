@@ -20,7 +20,7 @@ from typing import Any
 
 from attrs import frozen
 
-from course.capstone.bench import Bench, agent_args
+from course.capstone.bench import Bench
 from course.capstone.families.common import ending, listing, write_files
 from course.capstone.model_server import Answer, Call, answered
 from course.capstone.records import Family, each_case
@@ -110,7 +110,10 @@ def draw_case(draw: Draw, kind: str) -> EscapeCase:
         texts.append(outside_text)
         calls += [Call.of(next(ids), "write", {"path": climbs(draw, world, draw.file_name()), "content": outside_text}),
                   Call.of(next(ids), "write", {"path": f"{world.link_folder}/{draw.file_name()}", "content": outside_text}),
-                  Call.of(next(ids), "edit", {"path": world.link_file, "old_text": world.plain, "new_text": outside_text})]
+                  Call.of(next(ids), "write", {"path": f"{OUTSIDE}/{draw.file_name()}", "content": outside_text}),
+                  Call.of(next(ids), "edit", {"path": world.link_file, "old_text": world.plain, "new_text": outside_text}),
+                  Call.of(next(ids), "edit", {"path": climbs(draw, world, world.secret_file), "old_text": world.plain,
+                                              "new_text": outside_text})]
         target = f"{world.folder}/{draw.word()}/{draw.file_name()}"
         inside_text = draw.token()
         written.append(f"{target}\0{inside_text}")
@@ -141,7 +144,7 @@ async def check(case: EscapeCase, bench: Bench) -> list[str]:
         return Answer(calls=calls) if number == 0 else Answer(text="Done.")
 
     async with bench.model(reply) as server:
-        args = agent_args(server, root, "--tools", "read,ls,write,edit")
+        args = bench.agent_args(server, root, "--tools", "read,ls,write,edit")
         finished = await bench.run("tiny_pi.agent", [*args, case.prompt], cwd=bench.folder("cwd"))
     codes = ending(finished)
     if server.seen(world.secret) or server.seen(world.hidden_file.removesuffix(".txt")):

@@ -16,7 +16,7 @@ from typing import Any
 import trio
 from attrs import frozen
 
-from course.capstone.bench import Bench, agent_args
+from course.capstone.bench import Bench
 from course.capstone.families.common import ending
 from course.capstone.model_server import Answer, Call, answered
 from course.capstone.processes import POLL, marked
@@ -71,7 +71,7 @@ async def check(case: LeftoversCase, bench: Bench) -> list[str]:
 
     during = stop_when_sleeping if case.kind == SIGNALLED else None
     async with bench.model(reply) as server:
-        args = agent_args(server, root, "--tools", "read,ls,bash", case.prompt)
+        args = bench.agent_args(server, root, "--tools", "read,ls,bash", case.prompt)
         finished = await bench.run("tiny_pi.agent", args, cwd=bench.folder("cwd"), during=during,
                                    marks=[seconds])
     if case.kind == SIGNALLED:

@@ -1,11 +1,15 @@
 """Redaction (chapter 14): the evaluation's shareable report holds counts and classes, no secret.
 
-A few tasks, each full of secrets: its name, its prompt, its workspace
-file's name and text, its check's path and text, the model's reply, and
-the API key in the environment. The model passes some tasks and fails the
-others (drawn). `python -m tiny_pi.eval TASKS ... --out DIR --json` must
-exit 1 (a task failed), and neither its stdout nor DIR/report.json may
-hold any secret, while the report's counts say how many passed and failed.
+Tasks full of secrets: each one's name, its prompt, its workspace file's
+name and text, its check's path and text (or command), the model's reply
+or its error, and the API key in the environment. Every run has a task of
+each ending, so a report that leaks on one path leaks every run: one the
+model passes, one it fails by a `contains` check, one by a `command` check,
+and one whose model call fails with an error that quotes a secret; drawn
+into two cases of two tasks, each its own evaluation run. `python -m
+tiny_pi.eval TASKS ... --out DIR --json` must exit 0 when every task passed
+and 1 otherwise, and neither its stdout nor DIR/report.json may hold any
+secret, while the report's counts say how many passed and failed.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from attrs import frozen
 
 from course.capstone.bench import Bench
 from course.capstone.families.common import ending, write_files
-from course.capstone.model_server import Answer, Call, last_user_text, messages
+from course.capstone.model_server import Answer, Call, Failure, last_user_text, messages
 from course.capstone.records import Family, each_case
 from course.capstone.seeds import Draw
 
@@ -29,6 +33,10 @@ CODES = {
 }
 
 
+PASSES, FAILS_CONTAINS, FAILS_COMMAND, MODEL_ERROR = "passes", "fails-contains", "fails-command", "model-error"
+ENDINGS = (PASSES, FAILS_CONTAINS, FAILS_COMMAND, MODEL_ERROR)  # one task of each in every run
+
+
 @frozen
 class Task:
     name: str
@@ -37,9 +45,13 @@ class Task:
     file_text: str
     check_path: str
     check_text: str
-    reply: str
-    passes: bool
+    reply: str  # what the model writes when the task fails, or its error's message
+    ending: str
     call_id: str
+
+    @property
+    def passes(self) -> bool:
+        return self.ending == PASSES
 
 
 @frozen
@@ -53,30 +65,33 @@ class RedactionCase:
 
 
 def cases(draw: Draw) -> list[RedactionCase]:
-    count = draw.integer(2, 4)
-    passing = draw.sample(range(count), draw.integer(1, count - 1))
-    tasks = tuple(
+    endings = draw.shuffled(ENDINGS)
+    tasks = [
         Task(name=f"{draw.word()}-{draw.token().lower()}", prompt=f"{draw.token()} {draw.words(5)}",
              file_name=f"{draw.token()}.txt", file_text=draw.token(), check_path=f"{draw.token()}.md",
-             check_text=draw.token(), reply=draw.token(), passes=number in passing, call_id=draw.call_id())
-        for number in range(count)
-    )
-    return [RedactionCase(tasks)]
+             check_text=draw.token(), reply=draw.token(), ending=ending, call_id=draw.call_id())
+        for ending in endings
+    ]
+    return [RedactionCase(tuple(tasks[:2])), RedactionCase(tuple(tasks[2:]))]
 
 
 def task_toml(task: Task) -> str:
-    return (f"prompt = {json.dumps(task.prompt)}\ntools = [\"read\", \"ls\", \"write\"]\nmax_turns = 4\n"
-            f"time_limit = 60\n\n[[checks]]\npath = {json.dumps(task.check_path)}\n"
-            f"contains = {json.dumps(task.check_text)}\n")
+    head = (f"prompt = {json.dumps(task.prompt)}\ntools = [\"read\", \"ls\", \"write\"]\nmax_turns = 4\n"
+            f"time_limit = 60\n\n[[checks]]\n")
+    if task.ending == FAILS_COMMAND:
+        return head + f"command = {json.dumps(f'grep -q {task.check_text} {task.check_path}')}\n"
+    return head + f"path = {json.dumps(task.check_path)}\ncontains = {json.dumps(task.check_text)}\n"
 
 
 def reply_for(case: RedactionCase):
-    def reply(request: dict[str, Any], number: int) -> Answer:
+    def reply(request: dict[str, Any], number: int) -> Answer | Failure:
         first = next((message for message in messages(request) if message.get("role") == "user"), {})
         asked = str(first.get("content", "")) + last_user_text(request)
         task = next((task for task in case.tasks if task.prompt.split(" ")[0] in asked), None)
         if task is None:
             return Answer(text="I do not know this task.")
+        if task.ending == MODEL_ERROR:
+            return Failure(500, f"internal error near {task.reply}")
         if any(message.get("role") == "tool" for message in messages(request)):
             return Answer(text=f"Done: {task.reply}")
         content = task.check_text if task.passes else task.reply
@@ -91,9 +106,9 @@ async def check(case: RedactionCase, bench: Bench) -> list[str]:
     for task in case.tasks:
         write_files(tasks / task.name, {"task.toml": task_toml(task), f"workspace/{task.file_name}": task.file_text})
     async with bench.model(reply_for(case)) as server:
-        args = [str(tasks), "--base-url", server.base_url, "--model", "capstone", "--out", str(out), "--json"]
+        args = [str(tasks), "--base-url", server.base_url, "--model", bench.model_id, "--out", str(out), "--json"]
         finished = await bench.run("tiny_pi.eval", args, cwd=folder)
-    codes = ending(finished, (1,))
+    codes = ending(finished, (0,) if all(task.passes for task in case.tasks) else (1,))
     report_file = out / "report.json"
     shared = finished.stdout + shared_report(report_file)
     if any(secret in shared for secret in [*case.secrets(), bench.api_key]):

@@ -1,17 +1,20 @@
 """Router (chapter 18): a failing model falls back once to the next, and a router's state survives a reopen.
 
-Two fallback cases run `python -m tiny_pi.agent --models models.toml
---model VIRTUAL --session FILE` over a fallback list of two to four
-physical models under drawn ids, each on a server of its own. Which model
-of the list fails is drawn: those before it have a context window too small
-for any request (a fallback skips them, and they must receive nothing), and
-it fails in a drawn way. In the first case the failure is one another model
-may not have (a 429, a 5xx, a usage limit or quota said in words whatever
-the status, a connection dropped mid-reply): the next model must answer,
-once, the failing one must have been asked once, the agent must exit 0, and
-`python -m tiny_pi.session` must show which physical model gave each reply.
-In the second it is one any model would have (a 400, 401 or 403): no other
-model may be asked, and the run ends in its error (exit 1).
+The fallback cases run `python -m tiny_pi.agent --models models.toml
+--model VIRTUAL --session FILE` over a fallback list of physical models
+under drawn ids, each on a server of its own. Every kind of failure is in
+every run, so an agent that mishandles one kind fails every run, not one in
+four. In the first case a model with a context window too small for any
+request comes first (a fallback skips it, and it must receive nothing),
+then the model that fails, then one or two more; the prompts come on stdin,
+one for each failure another model may answer (a 429, a 5xx, a usage limit
+and a quota said in words whatever the status, a connection dropped
+mid-reply), in a drawn order: for each, the failing model must be asked
+once, the next one must answer it, once, and no model after it be asked,
+and `python -m tiny_pi.session` must show which physical model gave each
+reply. Its last prompt fails with what any model would have (a 400, a 401
+or a 403, drawn), and two more cases fail with the other two: such a
+failure is asked of no other model, and the run ends in its error (exit 1).
 
 The state case needs a virtual model that keeps a state, which chapter 18's
 command line does not offer (a fallback keeps none); a course script,
@@ -43,7 +46,7 @@ from course.capstone.model_server import Answer, Failure, ScriptedServer, last_u
 from course.capstone.records import Codes, Family, each_case
 from course.capstone.seeds import Draw
 
-DRIVER = Path(__file__).resolve().parent.parent / "router_driver.py"
+DRIVER = "router_driver.py"  # the course script that builds a router from chapter 18's names, as the bench copied it
 FALLS_BACK, STAYS = "falls-back", "stays"
 CODES = {
     "E-ROUTER-FALLBACK": "a call that failed in a way another model may not (429, 5xx, a usage limit, a dropped "
@@ -60,14 +63,25 @@ SMALL_WINDOW = (1, 8)  # tokens: no request of a case is that small (its prompt 
 
 @frozen
 class FallbackCase:
-    kind: str  # FALLS_BACK: the failure is one another model may answer; STAYS: any model would have it
+    kind: str  # FALLS_BACK: every failure another model may answer, then one it may not; STAYS: only that one
     virtual: str
     models: tuple[str, ...]  # the fallback list, in order
     windows: tuple[int | None, ...]  # each model's context_window (None: not given)
     failing: int  # the index of the model that fails; those before it are skipped by their window
-    failure: Failure
-    prompt: str
-    answers: tuple[str, ...]  # what each model says when it answers
+    prompts: tuple[str, ...]  # one a line of stdin
+    failures: tuple[Failure, ...]  # how the failing model fails each prompt
+    answers: tuple[str, ...]  # what the next model answers to each prompt that falls back (all but the last)
+
+    @property
+    def retried(self) -> tuple[str, ...]:
+        """The prompts whose failure another model may answer: all but the last."""
+        return self.prompts[:-1]
+
+    def failure_for(self, prompt: str) -> Failure:
+        return self.failures[self.prompts.index(prompt)] if prompt in self.prompts else self.failures[0]
+
+    def answer_for(self, prompt: str) -> str:
+        return self.answers[self.retried.index(prompt)] if prompt in self.retried else "?"
 
 
 @frozen
@@ -99,29 +113,35 @@ class StateCase:
         return all(wrong not in (again, branch) for wrong in self.mistaken())
 
 
-def failure(draw: Draw, kind: str) -> Failure:
-    """A failure another model may answer (FALLS_BACK), or one any model would have (STAYS), with drawn words."""
-    if kind == STAYS:
-        return Failure(draw.choice((400, 401, 403)), draw.words(5))
-    way = draw.choice(("rate limit", "server error", "usage limit", "dropped"))
+RETRYABLE = ("rate limit", "server error", "usage limit", "quota", "dropped")  # each in every run
+NOT_RETRYABLE = (400, 401, 403)  # a case each, every run
+
+
+def retryable(draw: Draw, way: str) -> Failure:
+    """A failure another model may answer, of kind `way`, with drawn words."""
     if way == "rate limit":
         return Failure(429, f"Rate limit reached: {draw.words(3)}")
     if way == "server error":
         return Failure(draw.choice((500, 502, 503, 504)), draw.words(4))
-    if way == "usage limit":
-        words = draw.choice(("You have reached your usage limit", "Your quota is exhausted"))
-        return Failure(draw.choice((400, 402, 403)), f"{words} {draw.words(2)}")  # a status that alone says no
+    if way in ("usage limit", "quota"):  # said in words, under a status that alone would say no
+        words = "You have reached your usage limit" if way == "usage limit" else "Your quota is exhausted"
+        return Failure(draw.choice((400, 402, 403)), f"{words} {draw.words(2)}")
     return Failure(None, draw.word())
 
 
-def fallback_case(draw: Draw, kind: str) -> FallbackCase:
-    skipped, after = draw.integer(0, 1), draw.integer(1, 2)
+def fallback_case(draw: Draw, kind: str, status: int = 0) -> FallbackCase:
+    """FALLS_BACK: every retryable failure, one a prompt, behind a skipped model, then `status`; STAYS: `status`."""
+    skipped = 1 if kind == FALLS_BACK else draw.integer(0, 1)
+    after = draw.integer(1, 2)
     ids = distinct_words(draw, skipped + 1 + after + 1)
     virtual, models = ids[-1], tuple(ids[:-1])
     windows = tuple(draw.integer(*SMALL_WINDOW) if index < skipped else draw.choice((None, 200_000))
                     for index in range(len(models)))
-    return FallbackCase(kind, virtual, models, windows, skipped, failure(draw, kind), draw.words(6),
-                        tuple(draw.token() for _ in models))
+    ways = draw.shuffled(RETRYABLE) if kind == FALLS_BACK else []
+    failures = (*(retryable(draw, way) for way in ways), Failure(status, draw.words(5)))
+    prompts = tuple(f"{word} {draw.words(5)}" for word in distinct_words(draw, len(failures), low=8))
+    return FallbackCase(kind, virtual, models, windows, skipped, prompts, failures,
+                        tuple(draw.token() for _ in ways))
 
 
 def state_case(draw: Draw) -> StateCase:
@@ -137,17 +157,19 @@ def state_case(draw: Draw) -> StateCase:
             return case
 
 
-def distinct_words(draw: Draw, count: int) -> list[str]:
+def distinct_words(draw: Draw, count: int, low: int = 3) -> list[str]:
     found: list[str] = []
     while len(found) < count:
-        word = draw.word(3, 8)
+        word = draw.word(low, max(low, 8))
         if word not in found:
             found.append(word)
     return found
 
 
 def cases(draw: Draw) -> list[FallbackCase | StateCase]:
-    return [fallback_case(draw, FALLS_BACK), fallback_case(draw, STAYS), state_case(draw)]
+    first, *others = draw.shuffled(NOT_RETRYABLE)
+    return [fallback_case(draw, FALLS_BACK, first), *(fallback_case(draw, STAYS, status) for status in others),
+            state_case(draw)]
 
 
 def models_toml(case: FallbackCase, servers: Sequence[ScriptedServer]) -> str:
@@ -165,27 +187,30 @@ async def fallback(case: FallbackCase, bench: Bench) -> list[str]:
 
     def reply(index: int) -> Any:
         def answer(request: dict[str, Any], number: int) -> Answer | Failure:
-            return case.failure if index == case.failing else Answer(text=case.answers[index])
+            prompt = last_user_text(request)
+            return case.failure_for(prompt) if index == case.failing else Answer(text=case.answer_for(prompt))
         return answer
 
     async with AsyncExitStack() as stack:
         servers = [await stack.enter_async_context(bench.model(reply(index))) for index in range(len(case.models))]
         config.write_text(models_toml(case, servers), encoding="utf-8")
         args = ["--models", str(config), "--model", case.virtual, "--root", str(root), "--tools", "read",
-                "--session", str(session), case.prompt]
-        finished = await bench.run("tiny_pi.agent", args, cwd=folder)
-    asked = [len(server.requests) for server in servers]
+                "--session", str(session)]
+        stdin = "".join(f"{prompt}\n" for prompt in case.prompts).encode()
+        finished = await bench.run("tiny_pi.agent", args, cwd=folder, stdin=stdin)
+    asked = [[last_user_text(request) for request in server.requests] for server in servers]
     next_model = case.failing + 1
-    codes = ending(finished, (0,) if case.kind == FALLS_BACK else (1,))
+    codes = ending(finished, (1,))  # each case's last prompt ends the run in its error
     if any(asked[:case.failing]):
         codes.append("E-ROUTER-WINDOW")
-    if asked[case.failing] > 1 or any(asked[next_model + 1:]):
+    if any(asked[case.failing].count(prompt) > 1 for prompt in case.prompts) or any(asked[next_model + 1:]):
         codes.append("E-ROUTER-RETRIED")
+    if case.prompts[-1] in asked[next_model]:
+        codes.append("E-ROUTER-NOT-RETRYABLE")
     if case.kind == STAYS:
-        if asked[next_model]:
-            codes.append("E-ROUTER-NOT-RETRYABLE")
         return codes
-    if asked[next_model] != 1 or case.answers[next_model] not in finished.stdout:
+    answered = [prompt for prompt in asked[next_model] if prompt in case.retried]
+    if answered != list(case.retried) or any(answer not in finished.stdout for answer in case.answers):
         codes.append("E-ROUTER-FALLBACK")
     elif not await shows_models(case, session, folder, bench):
         codes.append("E-ROUTER-SHOWN")
@@ -197,9 +222,9 @@ async def shows_models(case: FallbackCase, session: Path, folder: Path, bench: B
     shown = await bench.run("tiny_pi.session", [str(session)], cwd=folder)
     failed, answered = case.models[case.failing], case.models[case.failing + 1]
     lines = shown.stdout.splitlines() if shown.status == 0 else []
-    failure_shown = any(f"assistant ({failed}):" in line and "[error]" in line for line in lines)
-    answer_shown = any(f"assistant ({answered}): {case.answers[case.failing + 1]}" in line for line in lines)
-    return failure_shown and answer_shown
+    failures_shown = sum(f"assistant ({failed}):" in line and "[error]" in line for line in lines)
+    answers_shown = all(any(f"assistant ({answered}): {answer}" in line for line in lines) for answer in case.answers)
+    return failures_shown >= len(case.retried) and answers_shown
 
 
 async def reopened(case: StateCase, bench: Bench) -> list[str]:
@@ -216,7 +241,7 @@ async def reopened(case: StateCase, bench: Bench) -> list[str]:
             "session": str(sessions[run]), "branch": branch, "virtual": case.virtual, "order": list(case.order),
             "models": {model: server.base_url for model, server in servers.items()}, "prompts": list(case.runs[run]),
         }), encoding="utf-8")
-        found += ending(await bench.script(DRIVER, [str(spec)], cwd=folder))
+        found += ending(await bench.script(DRIVER, bench.scripts[DRIVER], [str(spec)], cwd=folder))
         reached = {prompt: [model for model, server in servers.items()
                             for request in server.requests if last_user_text(request) == prompt]
                    for prompt in case.runs[run]}

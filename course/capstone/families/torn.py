@@ -17,7 +17,7 @@ from typing import Any
 import trio
 from attrs import frozen
 
-from course.capstone.bench import Bench, agent_args
+from course.capstone.bench import Bench
 from course.capstone.families.common import ending
 from course.capstone.model_server import Answer
 from course.capstone.records import Codes, Family
@@ -100,7 +100,7 @@ async def examine(found: list[TornCase], bench: Bench) -> list[Codes]:
         return Answer(text=next(answers, "Done."))
 
     async with bench.model(reply) as server:
-        args = agent_args(server, bench.folder("root"), "--session", str(session))
+        args = bench.agent_args(server, bench.folder("root"), "--session", str(session))
         stdin = "".join(f"{prompt}\n" for prompt in case.prompts).encode()
         finished = await bench.run("tiny_pi.agent", args, cwd=folder, stdin=stdin)
     lines = session.read_bytes().splitlines(keepends=True) if session.is_file() else []
@@ -128,7 +128,7 @@ async def refused(damage: Damage, lines: list[bytes], folder: Path, bench: Bench
         return Answer(text="This session should not have been resumed.")
 
     async with bench.model(reply) as server:
-        args = agent_args(server, bench.folder("root"), "--session", str(path), damage.prompt)
+        args = bench.agent_args(server, bench.folder("root"), "--session", str(path), damage.prompt)
         agent = await bench.run("tiny_pi.agent", args, cwd=folder)
     viewer = await bench.run("tiny_pi.session", [str(path)], cwd=folder)
     codes = ending(agent, (2,)) + ending(viewer, (0, 2) if damage.kind == TAIL else (2,))
