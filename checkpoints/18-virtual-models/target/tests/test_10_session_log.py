@@ -247,6 +247,11 @@ def test_read_refuses_a_line_by_the_word_it_met_and_keeps_whole_numbers_exact(tm
 
     assert session.entries[2].message.content[1].arguments == {"n": 10**400}
 
+    lines[3] = with_arguments('{"n": 1' + "0" * 5000 + "}")  # past the digits Python converts by default
+    with pytest.raises(SessionError) as too_long:  # json.loads' own ValueError, refused like the others
+        read_session(write_lines(tmp_path / "too-long.jsonl", lines))
+    assert too_long.value.line == 4 and too_long.value.reason.startswith("Exceeds the limit (4300 digits)")
+
 
 # Lab 10.3: refusing an entry that breaks the log, in the order of its checks.
 
