@@ -25,6 +25,7 @@ from course.failures import Prediction, first_failure, observed_predictions, tes
 from course.locate import shown
 from course.redlights import Update
 from course.verdict_copy import ADDED, CHANGED, DELETED, UNREADABLE, Replaced
+from course.results import FAILED, PASSED, pytest_counts
 
 if TYPE_CHECKING:  # course.local_model is imported only by its own command
     from course.checks import FirstLabs
@@ -220,7 +221,7 @@ def first_labs_lines(chapter: Chapter, first: FirstLabs, every_lab: str) -> list
 
     `every_lab` is the command that runs every lab at once (`course test NN DIR`).
     """
-    lines = ["", f"First red light, at lab {first.lab.id}: {first.run.summary()}"]
+    lines = ["", f"First red light, {first_labs_summary(first)}"]
     for fragment in chapter.first_red_light.fragments:
         lines.append(f"  {'seen' if fragment in first.output else 'MISSING'}: {fragment}")
     lines += checklist_lines(first.checks, details=False)
@@ -234,6 +235,22 @@ def first_labs_lines(chapter: Chapter, first: FirstLabs, every_lab: str) -> list
         tests = f"{first.waiting_tests} test" + ("" if first.waiting_tests == 1 else "s")
         lines.append(f"Not run yet: {labs}, {tests}; every lab at once: {every_lab}")
     return lines
+
+
+def first_labs_summary(first: FirstLabs) -> str:
+    """Where the first red light stopped, and what the failing labs it ran counted together.
+
+    It runs on past the first failing lab while a documented fragment has not
+    shown: the header then names every failing lab it ran and counts their
+    tests once each, so it agrees with the lab lines below it.
+    """
+    failing = [(check.lab, run) for check, run in zip(first.checks, first.runs) if not check.ok]
+    if len(failing) < 2 or any(run.outcome not in (PASSED, FAILED) for _, run in failing):
+        return f"at lab {first.lab.id}: {first.run.summary()}"
+    cases = list({(case.file, case.name): case for _, run in failing for case in run.tests}.values())
+    passed = sum(case.call == PASSED for case in cases)
+    counts = ", ".join([f"{passed} passed", *pytest_counts(cases, with_collection=False)])
+    return f"labs {failing[0][0]} to {failing[-1][0]}: {counts}"
 
 
 def prediction_lines(guesses: Sequence[Prediction], chapter: Chapter) -> list[str]:
