@@ -391,9 +391,19 @@ def command(server, root, *args):
 
 
 def run_agent(server, root, *args, stdin=""):
-    """`python -m tiny_pi.agent ARGS` as a subprocess; returns the finished process."""
-    return subprocess.run(command(server, root, *args), cwd=PROJECT, env=environment(), input=stdin,
-                          capture_output=True, text=True, timeout=PROCESS_TIME_LIMIT, check=False)
+    """`python -m tiny_pi.agent ARGS` as a subprocess; returns the finished process.
+
+    One that never exits fails with what it printed and the likeliest cause: an
+    answer on stdout and no exit is a Runtime whose queue task still runs.
+    """
+    try:
+        return subprocess.run(command(server, root, *args), cwd=PROJECT, env=environment(), input=stdin,
+                              capture_output=True, text=True, timeout=PROCESS_TIME_LIMIT, check=False)
+    except subprocess.TimeoutExpired as hung:
+        printed = "".join(text.decode(errors="replace") if isinstance(text, bytes) else text
+                          for text in (hung.stdout or "", hung.stderr or ""))
+    pytest.fail(f"the agent did not exit within {PROCESS_TIME_LIMIT:.0f} s; it printed {printed[-600:]!r}. "
+                "Does run dispose the Runtime? Its queue task keeps the nursery open until then.", pytrace=False)
 
 
 def test_cli_an_unknown_mode_fails_before_any_prompt(project, tmp_path):
