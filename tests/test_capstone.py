@@ -163,6 +163,8 @@ DEFECTS = [
                  id="scripts-without-deferred-tools"),
     pytest.param("mcp", "tiny_pi/mcp_tools.py", "    if len(name) <= MAX_NAME and not taken(name):\n        return name\n",
                  "    if not taken(name[:MAX_NAME]):\n        return name[:MAX_NAME]\n", "E-MCP-NAME", id="long-names-cut"),
+    pytest.param("mcp", "tiny_pi/mcp_tools.py", "    if len(name) <= MAX_NAME and not taken(name):\n",
+                 "    if len(name) < MAX_NAME and not taken(name):\n", "E-MCP-NAME", id="a-64-character-name-hashed"),
     pytest.param("router", "tiny_pi/fallback.py", '        return "server error" if 500 <= code <= 599 else None\n',
                  '        return "server error" if 500 <= code <= 599 or code == 403 else None\n',
                  "E-ROUTER-NOT-RETRYABLE", id="a-403-falls-back"),
@@ -417,6 +419,26 @@ def test_an_agent_that_exits_at_once_fails_every_family_quickly_naming_how(tmp_p
     assert ending == {"code": "E-EXIT", "command": "tiny_pi.agent", "status": 1, "expected": [0],
                       "exception": "NotImplementedError"}
     assert secret not in "\n".join(shown) + json.dumps(shared)
+
+
+def test_a_traceback_is_a_crash_even_with_the_status_the_case_expects() -> None:
+    """tiny_pi.eval exits 1 when a task fails and when it crashes: the traceback tells them apart."""
+    from course.capstone.families.common import ending
+    from course.capstone.processes import Finished
+    from course.capstone.records import ENDINGS
+
+    crash = "Traceback (most recent call last):\n  File \"x.py\", line 1, in <module>\nKeyError: 'task'\n"
+    noted: list[Ending] = []
+    token = ENDINGS.set(noted)
+    try:
+        crashed = ending(Finished("tiny_pi.eval", 1, "", crash, 0), (1,))
+        failed = ending(Finished("tiny_pi.eval", 1, "", "1 of 2 tasks failed\n", 0), (1,))
+    finally:
+        ENDINGS.reset(token)
+    assert (crashed, failed) == (["E-EXIT"], [])
+    assert [(end.command, end.status, end.exception) for end in noted] == [("tiny_pi.eval", 1, "KeyError")]
+    assert noted[0].said() == "tiny_pi.eval ended with exit 1, as expected, but raising KeyError"
+    assert noted[0].brief() == "tiny_pi.eval: KeyError"
 
 
 # Ended from outside ------------------------------------------------------------------------------

@@ -118,8 +118,11 @@ def test_every_lesson_folds_its_predictions_and_learning_md_holds_no_answer() ->
     for chapter in catalog.chapters:
         assert prediction_problems(chapter.lesson.read_text(encoding="utf-8")) == [], chapter.name
         learning = render_learning(chapter)
+        # A lab's plain-pytest line names every test of the lab, the red light's among them; that
+        # gives nothing away. Anywhere else, naming the red light's test would answer its prediction.
+        answers = "\n".join(line for line in learning.splitlines() if not line.startswith("- plain pytest"))
         for redlight in chapter.redlights:
-            assert redlight.test not in learning and redlight.learn not in learning, redlight.id
+            assert redlight.test not in answers and redlight.learn not in learning, redlight.id
         for lab in chapter.labs:
             if lab.title.startswith("Predict") and lab.goal:
                 assert lab.goal not in learning, lab.id

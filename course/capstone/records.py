@@ -30,8 +30,9 @@ from course.capstone.seeds import Draw
 # Codes any family's case may report, besides its own.
 COMMON_CODES = {
     "E-TIMEOUT": "a learner command did not finish within its time limit",
-    "E-EXIT": "a learner command ended with another exit status than the case expects (which command, how it "
-              "ended and the class of its exception are shown beside the code)",
+    "E-EXIT": "a learner command ended with another exit status than the case expects, or with a traceback "
+              "whatever its status (which command, how it ended and the class of its exception are shown "
+              "beside the code)",
     "E-LEFT-RUNNING": "a process the agent started was still running after the agent exited",
 }
 # Codes of the run as a whole.
@@ -104,6 +105,8 @@ class Ending:
         """The whole ending in words: `tiny_pi.agent ended with exit 1 (expected 0), raising NotImplementedError`."""
         if self.status is None:
             return f"{self.command} was stopped at its time limit"
+        if self.status in self.expected:  # noted for its traceback alone
+            return f"{self.command} ended with {how(self.status)}, as expected, but raising {self.exception}"
         expected = " or ".join(how(status) for status in self.expected)
         raising = f", raising {self.exception}" if self.exception else ""
         return f"{self.command} ended with {how(self.status)} (expected {expected}){raising}"

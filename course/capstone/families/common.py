@@ -11,11 +11,14 @@ from course.capstone.records import Ending, note_ending
 
 def ending(finished: Finished, expected: Iterable[int] = (0,)) -> list[str]:
     """The common codes of one learner command: its time limit, its exit status, what it left running.
-    A command that ended otherwise than expected is noted for the report (which command, how)."""
+    A command that ended otherwise than expected is noted for the report (which command, how); so is
+    one that ended with a traceback, whatever its status: a crash that exits 1 where a failed task
+    exits 1 too is a crash all the same, and its codes would otherwise point elsewhere."""
     codes = []
     expected = tuple(expected)
-    if finished.timed_out or finished.status not in expected:
-        noted = Ending(finished.command, finished.status, expected, finished.exception())
+    exception = finished.exception()
+    if finished.timed_out or finished.status not in expected or exception is not None:
+        noted = Ending(finished.command, finished.status, expected, exception)
         note_ending(noted)
         codes.append(noted.code)
     if finished.leftovers:

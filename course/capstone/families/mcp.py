@@ -3,8 +3,9 @@
 The capstone's own MCP server (the official SDK) lists tools under drawn
 names, paged: two long ones that share their first 60-odd characters (so
 their `mcp__SERVER__TOOL` names go over 64 and only the hash keeps them
-apart) and a short one with `.` or `-` in it, under a server name with one
-too. The agent gets it through `--mcp-config`, deferred: the model searches
+apart; the first is exactly 65, the edge where hashing starts) and a short
+one with `.` or `-` in it whose name is exactly 64 (the longest kept whole),
+under a server name with one too. The agent gets it through `--mcp-config`, deferred: the model searches
 with a word of their descriptions, and then calls two, a hashed name and
 the short one (every run calls both kinds), directly in one case and from
 a codemode script (`tools.NAME`) in the other. The request after the search
@@ -83,9 +84,12 @@ def cases(draw: Draw) -> list[McpCase]:
     found = []
     for kind in (CALLED, SCRIPTED):
         server = f"{draw.word(3, 6)}{draw.choice('.-')}{draw.word(3, 6)}"
-        shared = "".join(draw.choice(NAME_CHARACTERS) for _ in range(draw.integer(58, 66)))
-        names = [f"{shared}{draw.word(3, 5)}", f"{shared}{draw.word(6, 8)}",
-                 f"{draw.word()}{draw.choice('.-')}{draw.word()}"]
+        room = MAX_NAME - len(f"mcp__{server}__")  # the tool name's characters that a 64-character name holds
+        first = draw.word(3, 5)
+        shared = "".join(draw.choice(NAME_CHARACTERS) for _ in range(room + 1 - len(first)))
+        start = f"{draw.word()}{draw.choice('.-')}"
+        rest = room - len(start)
+        names = [f"{shared}{first}", f"{shared}{draw.word(6, 8)}", f"{start}{draw.word(rest, rest)}"]
         keyword = draw.word(8, 10)
         listed = draw.shuffled(names)
         tools = tuple(McpTool(name, f"{draw.word()} {keyword} {draw.words(3)}", draw.token()) for name in listed)
