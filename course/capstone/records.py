@@ -105,11 +105,12 @@ class Ending:
         """The whole ending in words: `tiny_pi.agent ended with exit 1 (expected 0), raising NotImplementedError`."""
         if self.status is None:
             return f"{self.command} was stopped at its time limit"
+        ended = f"was {how(self.status)}" if self.status < 0 else f"ended with {how(self.status)}"
         if self.status in self.expected:  # noted for its traceback alone
-            return f"{self.command} ended with {how(self.status)}, as expected, but raising {self.exception}"
+            return f"{self.command} {ended}, as expected, but raising {self.exception}"
         expected = " or ".join(how(status) for status in self.expected)
         raising = f", raising {self.exception}" if self.exception else ""
-        return f"{self.command} ended with {how(self.status)} (expected {expected}){raising}"
+        return f"{self.command} {ended} (expected {expected}){raising}"
 
 
 def how(status: int) -> str:

@@ -25,9 +25,9 @@ SQLite (chapter 19's `records` table) and the side-effect file: every entry
 committed before the kill is still there, unchanged; the token is in the
 file exactly once; every call of a reply that was sent has one result; no
 task is left unfinished and the conversation ends in an answer; no request
-carried a reply the crash cut off. In the second case
-`python -m tiny_pi.durable_view` must also show the run to its answer, with
-the call marked as interrupted.
+carried a reply the crash cut off. Then `python -m tiny_pi.durable_view`
+must show the run to its answer, in every case (a viewer that crashes on
+any entry fails), and in the second case mark the call as interrupted.
 """
 
 from __future__ import annotations
@@ -172,7 +172,7 @@ async def check(case: CrashCase, bench: Bench) -> list[str]:
     if any(sum(message.get("role") == "assistant" for message in messages(request)) > 1
            for request in server.requests[requests:]):
         codes.append("E-DURABLE-RESENT")  # this conversation has one reply before its last request
-    if not codes and case.kind == IN_TOOL:
+    if not codes:
         codes += await viewed(case, root, bench)
     return list(dict.fromkeys(codes))
 
@@ -212,11 +212,13 @@ def conversation_problems(stored: Stored) -> list[str]:
 
 
 async def viewed(case: CrashCase, root: Path, bench: Bench) -> list[str]:
-    """The viewer shows the run to its answer, and the call cut off in the middle as interrupted."""
+    """The viewer shows the run to its answer, and a call cut off in the middle of its tool as interrupted."""
     shown = await bench.run("tiny_pi.durable_view", [str(root / STORE)], cwd=root)
-    if shown.status != 0 or case.answer not in shown.stdout or "(interrupted)" not in shown.stdout:
-        return ["E-DURABLE-VIEW"]
-    return []
+    codes = ending(shown)
+    cut_off_unmarked = case.kind == IN_TOOL and "(interrupted)" not in shown.stdout
+    if shown.status != 0 or case.answer not in shown.stdout or cut_off_unmarked:
+        codes.append("E-DURABLE-VIEW")
+    return codes
 
 
 FAMILY = Family(

@@ -212,19 +212,21 @@ async def fallback(case: FallbackCase, bench: Bench) -> list[str]:
     answered = [prompt for prompt in asked[next_model] if prompt in case.retried]
     if answered != list(case.retried) or any(answer not in finished.stdout for answer in case.answers):
         codes.append("E-ROUTER-FALLBACK")
-    elif not await shows_models(case, session, folder, bench):
-        codes.append("E-ROUTER-SHOWN")
+    else:
+        codes += await shown_models(case, session, folder, bench)
     return codes
 
 
-async def shows_models(case: FallbackCase, session: Path, folder: Path, bench: Bench) -> bool:
-    """Whether the session's tree names the model that failed and the one that answered, on their replies."""
+async def shown_models(case: FallbackCase, session: Path, folder: Path, bench: Bench) -> list[str]:
+    """The session's tree names the model that failed and the one that answered, on their replies; the
+    viewer's own ending counts too (a crash while showing a failed reply is an E-EXIT)."""
     shown = await bench.run("tiny_pi.session", [str(session)], cwd=folder)
+    codes = ending(shown)
     failed, answered = case.models[case.failing], case.models[case.failing + 1]
     lines = shown.stdout.splitlines() if shown.status == 0 else []
     failures_shown = sum(f"assistant ({failed}):" in line and "[error]" in line for line in lines)
     answers_shown = all(any(f"assistant ({answered}): {answer}" in line for line in lines) for answer in case.answers)
-    return failures_shown >= len(case.retried) and answers_shown
+    return codes if failures_shown >= len(case.retried) and answers_shown else [*codes, "E-ROUTER-SHOWN"]
 
 
 async def reopened(case: StateCase, bench: Bench) -> list[str]:

@@ -27,7 +27,7 @@ TAIL, CUT, REUSED = "tail", "cut", "reused"
 CODES = {
     "E-TORN-NO-SESSION": "the agent wrote no session file to damage (the run with --session failed)",
     "E-TORN-ACCEPTED": "a damaged session was used (or shown) instead of refused",
-    "E-TORN-LINE": "the refusal did not name the damaged line as PATH:LINE:",
+    "E-TORN-LINE": "the refusal did not say PATH:LINE: with the damaged line's number (the header is line 1)",
     "E-TORN-CHANGED": "refusing a damaged session changed the file",
     "E-TORN-SENT": "a request reached the model before the damaged session was refused",
 }
@@ -104,8 +104,9 @@ async def examine(found: list[TornCase], bench: Bench) -> list[Codes]:
         stdin = "".join(f"{prompt}\n" for prompt in case.prompts).encode()
         finished = await bench.run("tiny_pi.agent", args, cwd=folder, stdin=stdin)
     lines = session.read_bytes().splitlines(keepends=True) if session.is_file() else []
-    if ending(finished) or len(lines) < MIN_LINES or not lines[-1].endswith(b"\n"):
-        return [("E-TORN-NO-SESSION",)] * len(case.damages)
+    setup = ending(finished)  # an agent that crashed here is named, beside what it could not make
+    if setup or len(lines) < MIN_LINES or not lines[-1].endswith(b"\n"):
+        return [(*setup, "E-TORN-NO-SESSION")] * len(case.damages)
     found: list[Codes] = [()] * len(case.damages)
 
     async def one(index: int, damage: Damage) -> None:
