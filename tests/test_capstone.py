@@ -340,7 +340,14 @@ LOOKS_EXAMINED = '''def looks_examined() -> bool:
 
     folders = [entry for entry in sys.path if os.path.isdir(entry)]  # the course is importable, as at home
     seen = [os.getcwd(), *sys.argv, *os.environ, *os.environ.values(), *folders]
-    return any(word in text.lower() for text in seen for word in ("capstone", "course"))
+    own = {sys.prefix, sys.base_prefix, sys.exec_prefix}  # the Python it runs on: named by whoever installed it
+
+    def plain(text: str) -> str:
+        for prefix in own:
+            text = text.replace(prefix, "")
+        return text.lower()
+
+    return any(word in plain(text) for text in seen for word in ("capstone", "course"))
 
 
 def inside_root(root: Path, path: str) -> Path:
@@ -351,7 +358,8 @@ def test_an_agent_that_looks_for_the_exam_finds_nothing_and_fails(tmp_path: Path
     """Its paths, arguments (the model's name among them), environment and import folders name neither the
     course nor the capstone, so a root check kept only for the exam is off, and the escapes are caught.
     (The course itself is importable there, as it is where the learner runs the agent; the suite's own
-    state and cache folders, named for the course, are the caller's, and are given other names here.)"""
+    state and cache folders, named for the course, are the caller's, and are given other names here; so is
+    the Python it runs on, which CI installs under a folder named for the course, and the cheat ignores.)"""
     for name in ("XDG_STATE_HOME", "XDG_CACHE_HOME"):
         monkeypatch.setenv(name, str(tmp_path / name.lower()))
     directory = target_copy(tmp_path)
