@@ -175,6 +175,9 @@ DEFECTS = [
     pytest.param("durable", "tiny_pi/durable_view.py", '        elif message.is_error:\n            role += " (error)"\n',
                  '        else:\n            role += f" ({message.details[\'error\']})"\n', "E-EXIT",
                  id="the-viewer-crashes-on-a-completed-result"),
+    pytest.param("durable", "tiny_pi/durable_run.py", '    partial = message_from_data(task.checkpoint["partial"])\n',
+                 '    partial = message_from_data(task.checkpoint["partial"]["message"])\n', "E-EXIT",
+                 id="a-reply-cut-mid-stream-crashes-its-recovery"),
     pytest.param("durable", "tiny_pi/durable_run.py",
                  "        await self.session.commit(lambda tx: put_task(tx, attrs.evolve(current(tx, task.id), checkpoint=intent)))\n",
                  "", "E-DURABLE-TWICE", id="tool-run-without-its-intent"),
@@ -237,7 +240,11 @@ def kinds_drawn(family: str, cases: list) -> set[str]:  # type: ignore[type-arg]
         return {case.kind for case in cases} | ({"gate: every deferred tool"}
                                                  if {tool for tool, _, _ in gate.gated} == set(gate.deferred) else set())
     if family == "durable":
-        return {f"{case.kind} {'early' if case.fraction < 0.5 else 'late'}" for case in cases}
+        commits = [durable.drawn_commit(case, durable.ROUND_TRIP) for case in cases if case.kind == durable.AT_COMMIT]
+        return ({"before the reply is saved"} if any(n <= 3 for n in commits) else set()) | (
+            {"mid-stream, a partial saved"} if any(4 <= n <= 8 for n in commits) else set()) | (
+            {"after the reply is settled"} if any(n >= 9 for n in commits) else set()) | {
+            case.kind for case in cases if case.kind == durable.IN_TOOL}
     if family == "redaction":
         return {task.ending for case in cases for task in case.tasks}
     if family == "mcp":
@@ -267,7 +274,7 @@ EVERY_KIND = {
     "codemode": {codemode.CALLS, codemode.THROWS},
     "mcp": {mcp.CALLED, mcp.SCRIPTED, "hashed and short"},
     "router": {*router.RETRYABLE, "skipped by its window", *(str(status) for status in router.NOT_RETRYABLE)},
-    "durable": {"at-commit early", "at-commit late", "in-tool early"},
+    "durable": {"before the reply is saved", "mid-stream, a partial saved", "after the reply is settled", "in-tool"},
 }
 
 
@@ -569,6 +576,8 @@ def test_the_report_is_counts_and_codes_with_their_meaning(tmp_path: Path) -> No
         "Capstone NOT passed: 1 of 3 families examined passed (1 not examined), in 12.3 s. "
         "Each run draws new cases; the codes say what broke, never where.",
     ]
+    again = lines(failing_report(tmp_path), "/home/learner/practice/17-mcp", seeded=True)[0]
+    assert ", cases drawn again from the seed given; " in again, again  # --seed N: not afresh
     shared = document(failing_report(tmp_path), "0.1.0")
     validate(shared, SCHEMA, root=SCHEMA)
     assert shared["ok"] is False and shared["legend"]["E-ESCAPE-SYMLINK"] == meanings()["E-ESCAPE-SYMLINK"]

@@ -68,6 +68,6 @@ def capstone(ctx: CourseContext, directory: str | None, as_json: bool, seed: int
     if as_json:
         output.emit_json(document(report, course_version()))
     else:
-        for line in lines(report, str(place.directory.absolute())):
+        for line in lines(report, str(place.directory.absolute()), seeded=seed is not None):
             output.say(line)
     sys.exit(0 if report.ok else 1)

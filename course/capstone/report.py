@@ -51,10 +51,12 @@ def family_line(result: FamilyResult, width: int) -> str:
     return f"  {name}  {result.passed}/{result.total}{codes}"
 
 
-def lines(report: CapstoneReport, shown_directory: str) -> list[str]:
-    """The report for people: a line per family (with its chapter), the legend of the codes found, a summary."""
+def lines(report: CapstoneReport, shown_directory: str, seeded: bool = False) -> list[str]:
+    """The report for people: a line per family (with its chapter), the legend of the codes found, a summary.
+    `seeded`: the cases were drawn again from a seed the author gave, not afresh."""
     width = max(len(result.name) for result in report.families)
-    out = [f"Capstone of {shown_directory} ({report.chapter}), cases drawn afresh; "
+    drawn = "cases drawn again from the seed given" if seeded else "cases drawn afresh"
+    out = [f"Capstone of {shown_directory} ({report.chapter}), {drawn}; "
            f"the code examined: tiny_pi/ with sha256 {report.digest[:16]}"]
     out += [family_line(result, width) for result in report.families]
     codes = reported_codes(report)

@@ -1,20 +1,20 @@
 """Durable (chapter 19): killed at a drawn commit, a run resumes with nothing lost and no side effect twice.
 
 The model asks for one `bash` call that appends a drawn token to a drawn
-file (the side effect the capstone counts), then answers. Three cases, each
+file (the side effect the capstone counts), then answers. Four cases, each
 `python -m tiny_pi.agent ... --tools bash --durable run.db` killed and
 started again:
 
-- twice at a commit: the agent is killed with SIGKILL by chapter 19's hook,
-  `TINY_PI_KILL_AT_COMMIT=N`, at a commit N drawn from those of the round
-  trip (a partial, the intent, the result, the reply...): fourteen in the
-  lesson's design, as these servers stream the call in three pieces. One
-  kill falls in the first half of the round trip's commits (before the
-  reply is settled and its tool started), the other in the second half
-  (around and after the tool's run), in every run. An
-  agent whose round trip has fewer commits finishes before N; then its
-  whole run must be right, and a fresh run is killed at a commit drawn
-  from its own;
+- three times at a commit: the agent is killed with SIGKILL by chapter 19's
+  hook, `TINY_PI_KILL_AT_COMMIT=N`, at a commit N drawn from those of the
+  round trip (a partial, the intent, the result, the reply...): fourteen in
+  the lesson's design, as these servers stream the call in three pieces.
+  In every run one kill falls before any of the reply is saved (commits 1
+  to 3: the prompt, the generation started, the first partial), one while
+  it streams, once a partial is saved (4 to 8: a reply cut off mid-stream to
+  recover), and one after it is settled (9 to 14: around the tool's run). An agent whose
+  round trip has fewer commits finishes before N; then its whole run must
+  be right, and a fresh run is killed at a commit drawn from its own;
 - in the middle of the tool: the command kills the agent that runs it
   (`kill -9 $PPID`) once the token is written, so the call has run and its
   result was never committed.
@@ -27,7 +27,7 @@ file exactly once; every call of a reply that was sent has one result; no
 task is left unfinished and the conversation ends in an answer; no request
 carried a reply the crash cut off. Then `python -m tiny_pi.durable_view`
 must show the run to its answer, in every case (a viewer that crashes on
-any entry fails), and in the second case mark the call as interrupted.
+any entry fails), and in the last case mark the call as interrupted.
 """
 
 from __future__ import annotations
@@ -79,12 +79,16 @@ class CrashCase:
     answer: str  # its final answer
 
 
-HALVES = ((AT_COMMIT, 0.0), (AT_COMMIT, 0.5), (IN_TOOL, 0.0))  # a kill in each half of the round trip, and in the tool
+# Where the kills fall, as fractions of the round trip's commits (1 + int(fraction * 14) is the commit):
+# before any of the reply is saved (1-3), while it streams with a partial saved (4-8), after it is settled (9-14),
+# and in the tool.
+STRETCHES = ((AT_COMMIT, 0 / ROUND_TRIP, 3 / ROUND_TRIP), (AT_COMMIT, 3 / ROUND_TRIP, 8 / ROUND_TRIP),
+             (AT_COMMIT, 8 / ROUND_TRIP, 1.0), (IN_TOOL, 0.0, 0.0))
 
 
 def cases(draw: Draw) -> list[CrashCase]:
-    return [CrashCase(kind, start + draw.random.random() / 2, draw.words(6), draw.file_name(), draw.token(),
-                      draw.call_id(), draw.words(4), draw.token()) for kind, start in HALVES]
+    return [CrashCase(kind, low + draw.random.random() * (high - low), draw.words(6), draw.file_name(), draw.token(),
+                      draw.call_id(), draw.words(4), draw.token()) for kind, low, high in STRETCHES]
 
 
 def command(case: CrashCase) -> str:
