@@ -273,6 +273,9 @@ async def watch_saves(
 
     while True:
         live = False
+        # A poller may take its first snapshot only after its first wake (watchfiles 0.21 does, under
+        # load): when polling, the watch is live from the second wake, so no change falls before it.
+        wakes_before_live = 2 if mode.polling else 1
         batches = source(
             root,
             watch_filter=keep,
@@ -289,6 +292,9 @@ async def watch_saves(
             async with contextlib.aclosing(batches):
                 async for batch in batches:
                     if not live:
+                        wakes_before_live -= 1
+                        if wakes_before_live and not batch:
+                            continue
                         live = True
                         if not await handle(None):
                             return mode
