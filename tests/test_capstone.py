@@ -181,6 +181,22 @@ DEFECTS = [
     pytest.param("durable", "tiny_pi/durable_run.py",
                  "        await self.session.commit(lambda tx: put_task(tx, attrs.evolve(current(tx, task.id), checkpoint=intent)))\n",
                  "", "E-DURABLE-TWICE", id="tool-run-without-its-intent"),
+    pytest.param("durable", "tiny_pi/durable_run.py",
+                 '            if task.checkpoint["replay"] == SAFE and self.policy(call.name) == SAFE:\n',
+                 '            if False:  # never run a call again: interrupted is always safe\n',
+                 "E-DURABLE-NOT-REPLAYED", id="a-safe-tool-never-run-again"),
+    pytest.param("durable", "tiny_pi/durable_tasks.py",
+                 "    return [attrs.evolve(task, status=PENDING) for task in tasks if task.status == RUNNING]\n",
+                 "    return [attrs.evolve(task, status=PENDING) for task in tasks\n"
+                 "            if task.status == RUNNING and task.kind == GENERATION]\n",
+                 "E-DURABLE-UNFINISHED", id="reopen-turns-back-generations-only"),
+    pytest.param("compaction", "tiny_pi/compaction.py",
+                 "len(json.dumps(block.arguments))\n    return -(-characters // CHARS_PER_TOKEN)\n",
+                 "len(json.dumps(block.arguments))\n    return characters // CHARS_PER_TOKEN\n",
+                 "E-COMPACT-SUMMARY", id="estimate-rounded-down"),
+    pytest.param("compaction", "tiny_pi/runtime.py", "        if tokens <= self.limits.window - self.limits.reserve:\n",
+                 "        if tokens < self.limits.window - self.limits.reserve:\n", "E-COMPACT-EARLY",
+                 id="a-context-at-the-budget-compacted"),
 ]
 
 
@@ -244,7 +260,7 @@ def kinds_drawn(family: str, cases: list) -> set[str]:  # type: ignore[type-arg]
         return ({"before the reply is saved"} if any(n <= 3 for n in commits) else set()) | (
             {"mid-stream, a partial saved"} if any(4 <= n <= 8 for n in commits) else set()) | (
             {"after the reply is settled"} if any(n >= 9 for n in commits) else set()) | {
-            case.kind for case in cases if case.kind == durable.IN_TOOL}
+            case.kind for case in cases if case.kind in (durable.IN_TOOL, durable.SAFE_REPLAY)}
     if family == "redaction":
         return {task.ending for case in cases for task in case.tasks}
     if family == "mcp":
@@ -268,13 +284,14 @@ EVERY_KIND = {
                "write write ..", "write write link", "write write absolute", "write edit link", "write edit .."},
     "leftovers": {leftovers.BACKGROUND, leftovers.SIGNALLED},
     "torn": {torn.TAIL, torn.CUT, torn.REUSED},
-    "compaction": {compaction.IN_ONE_RUN, compaction.RESUMED},
+    "compaction": {compaction.IN_ONE_RUN, compaction.RESUMED, compaction.AT_THE_EDGE, compaction.ONE_OVER},
     "redaction": set(redaction.ENDINGS),
     "search": {search.FOUND, search.GATE, search.REOPENED, "gate: every deferred tool"},
     "codemode": {codemode.CALLS, codemode.THROWS},
     "mcp": {mcp.CALLED, mcp.SCRIPTED, "hashed and short"},
     "router": {*router.RETRYABLE, "skipped by its window", *(str(status) for status in router.NOT_RETRYABLE)},
-    "durable": {"before the reply is saved", "mid-stream, a partial saved", "after the reply is settled", "in-tool"},
+    "durable": {"before the reply is saved", "mid-stream, a partial saved", "after the reply is settled", "in-tool",
+                "safe-replay"},
 }
 
 
@@ -624,3 +641,15 @@ def test_a_finished_course_offers_the_capstone_as_its_next_step(tmp_path: Path) 
     step = StatusReport((ChapterProgress(LAST, tmp_path, True, green, done),)).next_step()
     assert step == "the course is complete: all 1 chapters are green, their red lights done; " \
                    "the final exam of your agent: `course capstone`", step
+
+
+def test_a_restart_killed_by_its_own_tool_is_named_as_the_restart(tmp_path: Path) -> None:
+    """The durable family kills only the first run: a SIGKILL of the restart is the agent's own (here its
+    tool, run again without an intent, kills it again), and the report must not read as the exam's kill."""
+    directory = target_copy(tmp_path)
+    seed_defect(directory, *next(param.values[1:4] for param in DEFECTS if param.id == "tool-run-without-its-intent"))
+
+    (result,) = examine(directory, "durable").families
+
+    restarts = [ending for ending in result.endings if ending.command == "restarted tiny_pi.agent"]
+    assert restarts and restarts[0].said() == "restarted tiny_pi.agent was killed by SIGKILL (expected exit 0)"

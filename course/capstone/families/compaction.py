@@ -12,6 +12,15 @@ agree. Every request that offers tools must fit N - R; a request that
 offers none is a summary call, and the summary it gets back must be what
 the next request carries. Resumed, the session file must still hold every
 original message, and the summary.
+
+Two more cases put the context at the budget's very edge, where a rule
+off by one token shows. After a first exchange, the capstone reports a
+usage for the reply such that the reported input and output plus the
+estimate of the next prompt (its characters / 4, rounded up: a prompt of
+4k + 1 characters, so rounding down or to the nearest loses a token) is
+exactly N - R in one case, which must be sent whole, and N - R + 1 in the
+other, which must be compacted first. The first reply is long enough that
+the newest prompt alone fits what a compaction keeps, so a summary is due.
 """
 
 from __future__ import annotations
@@ -28,12 +37,14 @@ from course.capstone.records import Family, each_case
 from course.capstone.seeds import Draw
 
 IN_ONE_RUN, RESUMED = "in-one-run", "resumed"
+AT_THE_EDGE, ONE_OVER = "at-the-edge", "one-over"
 CHARS_PER_TOKEN = 4
 HEADINGS = ("Goal", "Constraints", "Done", "Decisions", "Changed files", "Open questions", "Next steps")
 CODES = {
     "E-COMPACT-BUDGET": "a request over the context window minus the reserve reached the model",
     "E-COMPACT-SUMMARY": "the history outgrew the budget, but no summary took the old messages' place",
     "E-COMPACT-HISTORY": "after a compaction, the session file lost an original message or holds no summary",
+    "E-COMPACT-EARLY": "a context of exactly the context window minus the reserve was compacted: only one over it is",
 }
 
 
@@ -50,6 +61,34 @@ class CompactionCase:
     @property
     def budget(self) -> int:
         return self.window - self.reserve
+
+
+@frozen
+class EdgeCase:
+    """A context that reaches the budget exactly (`over` 0) or by one token more (`over` 1) at its second prompt."""
+
+    kind: str
+    window: int
+    reserve: int
+    first_prompt: str
+    answer: str  # the first reply: its estimate alone is over what a compaction keeps
+    last_prompt: str  # 4k + 1 characters
+    summary: str
+    over: int
+
+    @property
+    def budget(self) -> int:
+        return self.window - self.reserve
+
+    def usage(self) -> tuple[int, int]:
+        """What the first reply reports, input and output: with the last prompt's estimate, the budget plus `over`."""
+        output = tokens(self.answer)
+        return self.budget + self.over - output - tokens(self.last_prompt), output
+
+
+def tokens(text: str) -> int:
+    """Chapter 11's estimate of a text: characters / 4, rounded up."""
+    return -(-len(text) // CHARS_PER_TOKEN)
 
 
 def filler(draw: Draw, secret: str, tokens: int) -> str:
@@ -71,7 +110,17 @@ def cases(draw: Draw) -> list[CompactionCase]:
             answers.append(filler(draw, draw.token(), draw.integer(budget // 12, budget // 8)))
         prompts = tuple(f"{draw.token()} {draw.words(6)}" for _ in answers)
         found.append(CompactionCase(kind, window, reserve, prompts, tuple(answers), draw.words(5), draw.token()))
-    return found
+    return found + [edge_case(draw, kind, over) for kind, over in ((AT_THE_EDGE, 0), (ONE_OVER, 1))]
+
+
+def edge_case(draw: Draw, kind: str, over: int) -> EdgeCase:
+    window = draw.integer(4000, 7000)
+    reserve = draw.integer(window // 6 + 1, window // 4)
+    answer = filler(draw, draw.token(), (window - reserve) * 6 // 10)
+    last_prompt = f"{draw.token()} {draw.words(6)}"
+    while len(last_prompt) % CHARS_PER_TOKEN != 1:
+        last_prompt += draw.choice("abcdefghij")
+    return EdgeCase(kind, window, reserve, f"{draw.token()} {draw.words(6)}", answer, last_prompt, draw.token(), over)
 
 
 def estimate(request: dict[str, Any]) -> int:
@@ -102,7 +151,25 @@ class Script:
 
     def __call__(self, request: dict[str, Any], number: int) -> Answer:
         text = summary_text(self.case.summary) if not request.get("tools") else next(self.answers, "Done.")
-        return Answer(text=text, prompt_tokens=estimate(request), completion_tokens=-(-len(text) // CHARS_PER_TOKEN))
+        return Answer(text=text, prompt_tokens=estimate(request), completion_tokens=tokens(text))
+
+
+class EdgeScript:
+    """The model of an edge case: the long first reply with the usage that puts the context at the edge,
+    a summary for a call that offers no tools, and a short answer."""
+
+    def __init__(self, case: EdgeCase) -> None:
+        self.case = case
+        self.replied = False
+
+    def __call__(self, request: dict[str, Any], number: int) -> Answer:
+        if not request.get("tools"):
+            return Answer(text=summary_text(self.case.summary))
+        if self.replied:
+            return Answer(text="Done.")
+        self.replied = True
+        prompt_tokens, completion_tokens = self.case.usage()
+        return Answer(text=self.case.answer, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
 
 
 def budget_codes(case: CompactionCase, requests: list[dict[str, Any]]) -> list[str]:
@@ -112,14 +179,33 @@ def budget_codes(case: CompactionCase, requests: list[dict[str, Any]]) -> list[s
     normal = [request for request in requests if request.get("tools")]
     if any(estimate(request) > case.budget + tolerance for request in normal):
         codes.append("E-COMPACT-BUDGET")
+    return codes + summary_codes(case.summary, requests)
+
+
+def summary_codes(summary: str, requests: list[dict[str, Any]]) -> list[str]:
+    """A summary call came, and the next request that offers tools carries its summary."""
     summarised = [index for index, request in enumerate(requests) if not request.get("tools")]
     after = [request for request in requests[summarised[0] + 1:] if request.get("tools")] if summarised else []
-    if not after or case.summary.encode() not in json.dumps(after[0]).encode():
-        codes.append("E-COMPACT-SUMMARY")
-    return codes
+    return [] if after and summary.encode() in json.dumps(after[0]).encode() else ["E-COMPACT-SUMMARY"]
 
 
-async def check(case: CompactionCase, bench: Bench) -> list[str]:
+async def check_edge(case: EdgeCase, bench: Bench) -> list[str]:
+    """Two prompts in one run: the second finds the context at the budget, or one token over it."""
+    root, folder = bench.folder("root"), bench.folder("cwd")
+    limits = ["--context-window", str(case.window), "--reserve-tokens", str(case.reserve)]
+    stdin = f"{case.first_prompt}\n{case.last_prompt}\n".encode()
+    async with bench.model(EdgeScript(case)) as server:
+        finished = await bench.run("tiny_pi.agent", bench.agent_args(server, root, *limits), cwd=folder, stdin=stdin)
+    codes = ending(finished)
+    if case.over:
+        return codes + summary_codes(case.summary, server.requests)
+    compacted = any(not request.get("tools") for request in server.requests)
+    return codes + (["E-COMPACT-EARLY"] if compacted else [])
+
+
+async def check(case: CompactionCase | EdgeCase, bench: Bench) -> list[str]:
+    if isinstance(case, EdgeCase):
+        return await check_edge(case, bench)
     root, folder = bench.folder("root"), bench.folder("cwd")
     limits = ["--context-window", str(case.window), "--reserve-tokens", str(case.reserve)]
     stdin = "".join(f"{prompt}\n" for prompt in case.prompts).encode()

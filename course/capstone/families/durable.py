@@ -1,8 +1,8 @@
 """Durable (chapter 19): killed at a drawn commit, a run resumes with nothing lost and no side effect twice.
 
 The model asks for one `bash` call that appends a drawn token to a drawn
-file (the side effect the capstone counts), then answers. Four cases, each
-`python -m tiny_pi.agent ... --tools bash --durable run.db` killed and
+file (the side effect the capstone counts), then answers. Five cases, each
+`python -m tiny_pi.agent ... --tools bash,read --durable run.db` killed and
 started again:
 
 - three times at a commit: the agent is killed with SIGKILL by chapter 19's
@@ -17,7 +17,14 @@ started again:
   be right, and a fresh run is killed at a commit drawn from its own;
 - in the middle of the tool: the command kills the agent that runs it
   (`kill -9 $PPID`) once the token is written, so the call has run and its
-  result was never committed.
+  result was never committed;
+- a safe tool cut off after its intent: the model asks to `read` a drawn
+  file instead, and the agent is killed at the first commit after which
+  the store holds that call's intent (its task in the `execute` phase) and
+  no result. Found by looking: killed at the lesson's result commit, then
+  one later or earlier until the store shows it. `read` is safe where it is
+  stored and where it is registered, so the restart must run it again: the
+  model must get the file's text, not an `interrupted` result.
 
 The restart gets the prompt again only if the store holds no user entry
 (a prompt not on disk was never taken). Then, read from run.db through
@@ -38,30 +45,37 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import attrs
 from attrs import frozen
 
 from course.capstone.bench import KILL_VARIABLE, Bench
 from course.capstone.families.common import ending
-from course.capstone.model_server import Answer, Call, ScriptedServer, messages
+from course.capstone.model_server import Answer, Call, ScriptedServer, content_text, messages
 from course.capstone.processes import Finished
 from course.capstone.records import Family, each_case
 from course.capstone.seeds import Draw
 
-AT_COMMIT, IN_TOOL = "at-commit", "in-tool"
+AT_COMMIT, IN_TOOL, SAFE_REPLAY = "at-commit", "in-tool", "safe-replay"
 KILLED = -signal.SIGKILL  # how a process killed by SIGKILL ends
 # The commits of this round trip in chapter 19's design: the lesson's twelve, and two more partials
 # (these servers stream the call in three pieces). An agent with fewer gets a second draw among its own.
 ROUND_TRIP = 14
+RESULT_COMMIT = 11  # of those, the one that stores the tool's result: killed there, the intent is the last commit
 STORE = "run.db"
 CODES = {
     "E-DURABLE-NO-CRASH": "the agent was not killed at the drawn commit: its store does not call chapter 19's crash "
                           "hook (TINY_PI_KILL_AT_COMMIT) inside each commit",
     "E-DURABLE-LOST": "an entry committed before the crash was lost or changed by the restart",
     "E-DURABLE-TWICE": "an unsafe tool's side effect happened twice: a call cut off by the crash ran again",
+    "E-DURABLE-UNFINISHED": "after the restart a task was left unfinished (opening the store turns every running "
+                            "task back to pending), or the conversation did not end in an answer",
     "E-DURABLE-SKIPPED": "a tool call that had not started before the crash never ran after the restart",
+    "E-DURABLE-NOT-REPLAYED": "a safe tool (read) cut off after its intent was not run again after the restart: the "
+                              "model got no result, or an interrupted one, instead of what the tool reads",
+    "E-DURABLE-NO-INTENT": "no commit left a tool call's intent stored without its result: a tool task commits its "
+                           "intent (its checkpoint in the execute phase) before it runs, its result after",
     "E-DURABLE-RESENT": "a reply the crash cut off (or one that failed) was sent to the model in a later request",
     "E-DURABLE-UNPAIRED": "a tool call of a reply sent to the model has no result, or more than one",
-    "E-DURABLE-UNFINISHED": "after the restart a task was left unfinished, or the conversation did not end in an answer",
     "E-DURABLE-VIEW": "python -m tiny_pi.durable_view did not show the finished run, or did not mark the call cut off "
                       "in the middle as interrupted",
 }
@@ -81,9 +95,9 @@ class CrashCase:
 
 # Where the kills fall, as fractions of the round trip's commits (1 + int(fraction * 14) is the commit):
 # before any of the reply is saved (1-3), while it streams with a partial saved (4-8), after it is settled (9-14),
-# and in the tool.
+# in the tool, and (a safe tool's call) after the intent.
 STRETCHES = ((AT_COMMIT, 0 / ROUND_TRIP, 3 / ROUND_TRIP), (AT_COMMIT, 3 / ROUND_TRIP, 8 / ROUND_TRIP),
-             (AT_COMMIT, 8 / ROUND_TRIP, 1.0), (IN_TOOL, 0.0, 0.0))
+             (AT_COMMIT, 8 / ROUND_TRIP, 1.0), (IN_TOOL, 0.0, 0.0), (SAFE_REPLAY, 0.0, 0.0))
 
 
 def cases(draw: Draw) -> list[CrashCase]:
@@ -96,9 +110,16 @@ def command(case: CrashCase) -> str:
     return f"{append}; kill -9 $PPID" if case.kind == IN_TOOL else append
 
 
+def tool_call(case: CrashCase) -> Call:
+    """The call the model makes: `read` of the file holding the token (safe), or `bash` appending it."""
+    if case.kind == SAFE_REPLAY:
+        return Call.of(case.call_id, "read", {"path": case.effects})
+    return Call.of(case.call_id, "bash", {"command": command(case)})
+
+
 def model(case: CrashCase) -> Any:
-    """The model: a bash call for the prompt, the answer once a tool result came back."""
-    call = Call.of(case.call_id, "bash", {"command": command(case)})
+    """The model: the case's call for the prompt, the answer once a tool result came back."""
+    call = tool_call(case)
 
     def reply(request: dict[str, Any], number: int) -> Answer:
         said = messages(request)
@@ -137,7 +158,19 @@ def peek(path: Path) -> Stored:
 
 
 def durable_args(bench: Bench, server: ScriptedServer, root: Path) -> list[str]:
-    return bench.agent_args(server, root, "--tools", "bash", "--durable", str(root / STORE))
+    return bench.agent_args(server, root, "--tools", "bash,read", "--durable", str(root / STORE))
+
+
+def tool_tasks(stored: Stored) -> list[dict[str, Any]]:
+    return [task for task in stored.tasks if isinstance(task, dict) and task.get("kind") == "tool"]
+
+
+def where_cut(stored: Stored) -> int:
+    """Where a killed run stopped, against a cut after a tool's intent: -1 before it, 0 there, 1 past it."""
+    if any(message.get("role") == "toolResult" for message in said(stored)):
+        return 1
+    intents = [task for task in tool_tasks(stored) if (task.get("checkpoint") or {}).get("phase") == "execute"]
+    return 0 if intents else -1
 
 
 def drawn_commit(case: CrashCase, commits: int) -> int:
@@ -150,10 +183,40 @@ async def first_run(case: CrashCase, server: ScriptedServer, root: Path, bench: 
     return await bench.run("tiny_pi.agent", [*durable_args(bench, server, root), case.prompt], cwd=root, env=env)
 
 
+async def cut_after_intent(case: CrashCase, server: ScriptedServer, bench: Bench) -> tuple[Path, Finished] | None:
+    """A first run killed with the call's intent stored and no result: at the lesson's result commit, then
+    a commit later or earlier as the store says, or the first run that ended otherwise (for its codes);
+    None if no commit leaves the intent stored alone."""
+    commit, tried = RESULT_COMMIT, set()
+    while commit >= 1 and commit not in tried:
+        tried.add(commit)
+        root = bench.folder("root")
+        (root / case.effects).write_text(f"{case.token}\n", encoding="utf-8")
+        killed = await bench.run("tiny_pi.agent", [*durable_args(bench, server, root), case.prompt], cwd=root,
+                                 env={KILL_VARIABLE: str(commit)})
+        stored = peek(root / STORE)
+        if killed.status == 0 and stored.seq < commit:  # a round trip of fewer commits: done before the kill
+            commit = stored.seq
+            continue
+        if killed.status != KILLED:  # not killed by the hook at all, or a crash: the codes say which
+            return root, killed
+        place = where_cut(stored)
+        if place == 0:
+            return root, killed
+        commit -= place
+    return None
+
+
 async def check(case: CrashCase, bench: Bench) -> list[str]:
     async with bench.model(model(case)) as server:
-        root = bench.folder("root")
-        killed = await first_run(case, server, root, bench, ROUND_TRIP)
+        if case.kind == SAFE_REPLAY:
+            cut = await cut_after_intent(case, server, bench)
+            if cut is None:
+                return ["E-DURABLE-NO-INTENT"]
+            root, killed = cut
+        else:
+            root = bench.folder("root")
+            killed = await first_run(case, server, root, bench, ROUND_TRIP)
         whole = peek(root / STORE)
         if case.kind == AT_COMMIT and killed.status == 0 and whole.seq < drawn_commit(case, ROUND_TRIP):
             # a round trip of fewer commits than the lesson's, done whole: kill again, at one of its own
@@ -169,10 +232,13 @@ async def check(case: CrashCase, bench: Bench) -> list[str]:
         again = await bench.run("tiny_pi.agent", durable_args(bench, server, root) + ([] if prompted else [case.prompt]),
                                 cwd=root)
     after = peek(root / STORE)
-    codes = crash_codes(case, killed) + ending(again)
+    # named as the restart: a SIGKILL here is the agent's own (a tool run again that kills it), not the exam's
+    codes = crash_codes(case, killed) + ending(attrs.evolve(again, command=f"restarted {again.command}"))
     if any(after.entries.get(key) != entry for key, entry in before.items()):
         codes.append("E-DURABLE-LOST")
     codes += effect_problems(root, case) + conversation_problems(after)
+    if case.kind == SAFE_REPLAY and not replayed(case, server.requests[requests:]):
+        codes.append("E-DURABLE-NOT-REPLAYED")
     if any(sum(message.get("role") == "assistant" for message in messages(request)) > 1
            for request in server.requests[requests:]):
         codes.append("E-DURABLE-RESENT")  # this conversation has one reply before its last request
@@ -185,7 +251,7 @@ def crash_codes(case: CrashCase, killed: Finished) -> list[str]:
     """The kill itself: by the hook at the drawn commit, or by the tool; nothing else may end the first run."""
     if killed.status == KILLED:
         return ["E-LEFT-RUNNING"] if killed.leftovers else []
-    if case.kind == AT_COMMIT and killed.status == 0:  # it finished: no commit called the hook
+    if case.kind != IN_TOOL and killed.status == 0:  # it finished: no commit called the hook
         return ["E-DURABLE-NO-CRASH"]
     return ending(killed, (KILLED,))
 
@@ -197,19 +263,33 @@ def effect_problems(root: Path, case: CrashCase) -> list[str]:
     return ["E-DURABLE-TWICE"] if count > 1 else ["E-DURABLE-SKIPPED"] if count == 0 else []
 
 
+def said(stored: Stored) -> list[dict[str, Any]]:
+    """The conversation's messages, in the order of their entries."""
+    entries = sorted((entry for entry in stored.entries.values() if isinstance(entry, dict)),
+                     key=lambda entry: entry.get("index", 0))
+    return [message for message in (entry.get("message") for entry in entries) if isinstance(message, dict)]
+
+
+def replayed(case: CrashCase, requests: list[dict[str, Any]]) -> bool:
+    """After the restart, a request carried the read's result with the file's text: the safe call ran again."""
+    return any(message.get("role") == "tool" and message.get("tool_call_id") == case.call_id
+               and case.token in content_text(message.get("content"))
+               for request in requests for message in messages(request))
+
+
 def conversation_problems(stored: Stored) -> list[str]:
     """What is wrong with a store that should be finished: unfinished tasks, no answer, unpaired calls."""
-    said = [entry.get("message") or {} for entry in sorted(
-        (entry for entry in stored.entries.values() if isinstance(entry, dict)), key=lambda e: e.get("index", 0))]
+    conversation = said(stored)
     problems = []
     done = all(isinstance(task, dict) and task.get("status") in ("completed", "failed") for task in stored.tasks)
-    if not done or not said or said[-1].get("role") != "assistant" or said[-1].get("stopReason") != "stop":
+    last = conversation[-1] if conversation else {}
+    if not done or last.get("role") != "assistant" or last.get("stopReason") != "stop":
         problems.append("E-DURABLE-UNFINISHED")
-    sent = [message for message in said if message.get("role") == "assistant"
+    sent = [message for message in conversation if message.get("role") == "assistant"
             and message.get("stopReason") not in ("aborted", "error")]
     calls = sorted(str(block.get("id")) for message in sent for block in message.get("content") or []
                    if isinstance(block, dict) and block.get("type") == "toolCall")
-    results = sorted(str(message.get("toolCallId")) for message in said if message.get("role") == "toolResult")
+    results = sorted(str(message.get("toolCallId")) for message in conversation if message.get("role") == "toolResult")
     if calls != results:
         problems.append("E-DURABLE-UNPAIRED")
     return problems
