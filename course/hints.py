@@ -28,6 +28,7 @@ RUNG_NAMES = ("where to look", "the signature", "the idea in words", "a partial 
 CODE_RUNG = "the full code"
 # A hint (or lesson) line that starts a code excerpt of the target: `# file: tiny_pi/x.py`.
 EXCERPT = "# file:"
+ELISION = "# ..."  # a line of an excerpt that stands for code left out
 
 SHOW = "show"
 NEXT = "next"
@@ -52,6 +53,25 @@ def rung_excerpts(text: str) -> list[tuple[str, str]]:
         elif sections:
             sections[-1][1].append(line)
     return [(name, "\n".join(lines)) for name, lines in sections]
+
+
+def excerpt_chunks(code: str) -> list[str]:
+    """The parts of an excerpt between `# ...` elision lines, without their edge blank lines."""
+    chunks: list[list[str]] = [[]]
+    for line in code.split("\n"):
+        if line.strip() == ELISION:
+            chunks.append([])
+        else:
+            chunks[-1].append(line)
+    result = []
+    for lines in chunks:
+        while lines and not lines[0].strip():
+            lines.pop(0)
+        while lines and not lines[-1].strip():
+            lines.pop()
+        if lines:
+            result.append("\n".join(lines))
+    return result
 
 
 def lab_files(lab: Lab) -> tuple[str, ...]:

@@ -54,13 +54,18 @@ def test_the_answer_key_is_folded_in_a_terminal_until_asked_for(mini_course: Pat
 
 
 
-def test_a_predictions_answer_is_folded_like_an_answer_key(mini_course: Path) -> None:
+def add_a_prediction(mini_course: Path) -> None:
+    """A prediction with its folded answer, before the lesson's table."""
     lesson = mini_course / LESSON
     lesson.write_text(lesson.read_text().replace(
         "| Call | Result |",
         "**Predict first.** What does `add(10, 20)` give?\n"
         "<details><summary>The answer (open after your prediction)</summary>\n\nThirty, of course.\n</details>\n\n"
         "| Call | Result |"))
+
+
+def test_a_predictions_answer_is_folded_like_an_answer_key(mini_course: Path) -> None:
+    add_a_prediction(mini_course)
     piped = mini(mini_course, "show", "1")
     assert "**Predict first.** What does `add(10, 20)` give?" in piped.stdout
     assert "Thirty, of course." not in piped.stdout and "<details>" not in piped.stdout
@@ -73,12 +78,7 @@ def test_a_predictions_answer_is_folded_like_an_answer_key(mini_course: Path) ->
 
 
 def test_folds_open_one_at_a_time_and_are_listed_without_a_number(mini_course: Path) -> None:
-    lesson = mini_course / LESSON
-    lesson.write_text(lesson.read_text().replace(
-        "| Call | Result |",
-        "**Predict first.** What does `add(10, 20)` give?\n"
-        "<details><summary>The answer (open after your prediction)</summary>\n\nThirty, of course.\n</details>\n\n"
-        "| Call | Result |"))
+    add_a_prediction(mini_course)
     listed = mini(mini_course, "show", "1", "--answer")
     assert listed.returncode == 0, listed.stderr
     lines = listed.stdout.splitlines()

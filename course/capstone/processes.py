@@ -162,13 +162,7 @@ async def sweep(words: Sequence[str], grace: float = GRACE) -> int:
     with trio.move_on_after(grace):
         while marked(words):
             await trio.sleep(POLL)  # polling /proc: no event says "a stranger's process is gone"
-    left = marked(words)
-    for pid in left:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
-    return len(left)
+    return kill_marked(words)
 
 
 def kill_marked(words: Sequence[str]) -> int:

@@ -34,14 +34,13 @@ from attrs import frozen
 
 from course.cards import CARD_BEGIN, CARD_END
 from course.catalog import Chapter, Lab
-from course.hints import rung_excerpts
+from course.hints import excerpt_chunks, rung_excerpts
 
 GIVEAWAY_GOAL = 0.35
 MIN_NAMES = 3  # distinct cues of one function one passage must show: fewer is a contract's mention
 MIN_CALLS = 2  # of them calls: a passage that names only data describes a record, not steps
 MIN_STEPS = 2  # statements of one function one passage must narrate
 MIN_WORD = 4  # a cue said in words is at least this long (`get`, `end` are just English)
-ELISION = "# ..."
 NOT_RUN = "# not-run:"
 # Names that say nothing about which step a statement takes.
 NOT_CUES = frozenset({"self", "cls", "None", "True", "False", "isinstance", "len", "str", "int", "super"})
@@ -91,30 +90,11 @@ def _new_line_numbers(parent_text: str, target_text: str) -> set[int]:
     return numbers
 
 
-def _chunks(code: str) -> list[str]:
-    """The parts of an excerpt between `# ...` lines, without their edge blank lines."""
-    parts: list[list[str]] = [[]]
-    for line in code.split("\n"):
-        if line.strip() == ELISION:
-            parts.append([])
-        else:
-            parts[-1].append(line)
-    result = []
-    for lines in parts:
-        while lines and not lines[0].strip():
-            lines.pop(0)
-        while lines and not lines[-1].strip():
-            lines.pop()
-        if lines:
-            result.append("\n".join(lines))
-    return result
-
-
 def _shown_line_numbers(code: str, source: str) -> set[int]:
     """1-based numbers of the source lines an excerpt shows (its chunks, found in order)."""
     numbers: set[int] = set()
     position = 0
-    for chunk in _chunks(code):
+    for chunk in excerpt_chunks(code):
         found = source.find(chunk, position)
         if found < 0:
             continue  # the hint-rungs check names it

@@ -35,7 +35,7 @@ from pathlib import Path
 from attrs import frozen
 
 from course.catalog import Chapter
-from course.hints import EXCERPT, rung_excerpts
+from course.hints import EXCERPT, excerpt_chunks, rung_excerpts
 from course.run_env import run_environment
 from course.workspace import scratch_copy
 
@@ -427,27 +427,6 @@ def unstated_messages(chapter: Chapter) -> list[TestedMessage]:
 
 # Depth: the last hint rung holds the full bodies -------------------------------------
 
-ELISION = "# ..."
-
-
-def _chunks(code: str) -> list[str]:
-    """The parts of an excerpt between `# ...` elision lines, without their edge blank lines."""
-    chunks: list[list[str]] = [[]]
-    for line in code.split("\n"):
-        if line.strip() == ELISION:
-            chunks.append([])
-        else:
-            chunks[-1].append(line)
-    result = []
-    for lines in chunks:
-        while lines and not lines[0].strip():
-            lines.pop(0)
-        while lines and not lines[-1].strip():
-            lines.pop()
-        if lines:
-            result.append("\n".join(lines))
-    return result
-
 
 def _functions(source: str) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
     try:
@@ -467,7 +446,7 @@ def whole_excerpt_problems(name: str, code: str, target: Path) -> list[str]:
     functions = _functions(source)
     problems = []
     position = 0
-    for chunk in _chunks(code):
+    for chunk in excerpt_chunks(code):
         found = source.find(chunk, position)
         if found < 0:
             first = chunk.split("\n", 1)[0].strip()
