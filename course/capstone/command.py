@@ -1,4 +1,4 @@
-"""`course capstone [DIR] [--json] [--seed N]`: parse, run the capstone, print its counts and codes.
+"""`course capstone [DIR] [--json] [--chapter NN] [--seed N]`: parse, run the capstone, print its counts and codes.
 
 Only parsing and printing live here; the run is course.capstone.runner's,
 the words course.capstone.report's. Exit status: 0 every family examined
@@ -38,10 +38,15 @@ def course_version() -> str | None:
 @click.command("capstone")
 @click.argument("directory", required=False, shell_complete=complete_dir)
 @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout (counts and codes only).")
+@click.option("--chapter", "required", metavar="NN",
+              help="(instructors) The chapter DIR must have reached: an earlier practice dir is refused (exit 2), "
+                   "so every grade covers the same families.")
 @click.option("--seed", callback=lambda _context, _parameter, value: _seed(value), metavar="N",
               help="(authors) Draw the cases from seed N instead of a fresh one, to reproduce a run.")
 @pass_context
-def capstone(ctx: CourseContext, directory: str | None, as_json: bool, seed: int | None) -> None:
+def capstone(
+    ctx: CourseContext, directory: str | None, as_json: bool, required: str | None, seed: int | None
+) -> None:
     """The final exam of your agent: fresh cases at every run, counts and failure codes only.
 
     DIR defaults to the practice dir you are in, else your latest one (the
@@ -61,7 +66,8 @@ def capstone(ctx: CourseContext, directory: str | None, as_json: bool, seed: int
     from course.locate import DefaultDir
 
     remembered = {name: dirs[0] for name, dirs in practice_dirs(ctx.catalog).items() if dirs}
-    place = examined(ctx.catalog, directory, DefaultDir(ctx.practice_home, remembered))
+    need = ctx.catalog.resolve(required) if required is not None else None
+    place = examined(ctx.catalog, directory, DefaultDir(ctx.practice_home, remembered), need)
     drawn = fresh_seed() if seed is None else seed
     with output.progress("Running the capstone", enabled=not as_json):
         report = trio.run(run_capstone, place.directory, place.chapter.number, place.chapter.name, drawn)

@@ -32,8 +32,9 @@ class Examined:
     chapter: Chapter
 
 
-def examined(catalog: Catalog, typed: str | None, default_dir: DefaultDir) -> Examined:
-    """The capstone's DIR and chapter, or a one-line refusal (exit 2)."""
+def examined(catalog: Catalog, typed: str | None, default_dir: DefaultDir, required: Chapter | None = None) -> Examined:
+    """The capstone's DIR and chapter, or a one-line refusal (exit 2). `required`: the chapter a grade asks
+    for; an earlier practice dir would be examined on fewer families, and pass on them alone."""
     if typed is not None:
         directory = Path(typed).expanduser()
         if not directory.exists():
@@ -50,6 +51,9 @@ def examined(catalog: Catalog, typed: str | None, default_dir: DefaultDir) -> Ex
     if chapter.number < FIRST_CHAPTER:
         raise UsageError(f"{label} is a chapter {chapter.nn} practice dir; the capstone examines an agent of "
                          f"chapter 07 or later (`{suggest('practice', '07')}`)")
+    if required is not None and chapter.number < required.number:
+        raise UsageError(f"{label} is a chapter {chapter.nn} practice dir; --chapter {required.nn} grades an agent of "
+                         f"chapter {required.nn} or later")
     if not (directory / ENTRY).is_file():
         raise UsageError(f"{label} has no {ENTRY.as_posix()}: the capstone runs `python -m tiny_pi.agent` "
                          "from a practice dir's tiny_pi/ package")

@@ -90,6 +90,7 @@ class Ending:
     status: int | None  # None: stopped at its time limit
     expected: tuple[int, ...] = field(converter=tuple)
     exception: str | None  # the class a traceback on its stderr ended with; never its message
+    note: str = ""  # what the family knows of this ending that its words alone would not say
 
     @property
     def code(self) -> str:
@@ -110,7 +111,8 @@ class Ending:
             return f"{self.command} {ended}, as expected, but raising {self.exception}"
         expected = " or ".join(how(status) for status in self.expected)
         raising = f", raising {self.exception}" if self.exception else ""
-        return f"{self.command} {ended} (expected {expected}){raising}"
+        noted = f"; {self.note}" if self.note else ""
+        return f"{self.command} {ended} (expected {expected}){raising}{noted}"
 
 
 def how(status: int) -> str:

@@ -39,8 +39,19 @@ def reported_codes(report: CapstoneReport) -> list[str]:
 
 def shown_code(result: FamilyResult, code: str) -> str:
     """A code as a family line shows it: E-EXIT and E-TIMEOUT with the commands behind them."""
-    commands = [ending.brief() for ending in result.endings if ending.code == code]
+    commands = list(dict.fromkeys(ending.brief() for ending in result.endings if ending.code == code))
     return f"{code} ({'; '.join(commands)})" if commands else code
+
+
+def endings_said(report: CapstoneReport) -> dict[str, list[str]]:
+    """Each command's ending in words, once, with the families it ended that way in."""
+    found: dict[str, list[str]] = {}
+    for result in report.families:
+        for ending in result.endings:
+            names = found.setdefault(ending.said(), [])
+            if result.name not in names:
+                names.append(result.name)
+    return found
 
 
 def family_line(result: FamilyResult, width: int) -> str:
@@ -64,8 +75,7 @@ def lines(report: CapstoneReport, shown_directory: str, seeded: bool = False) ->
         known = meanings()
         out.append("What the codes mean:")
         out += [f"  {code}: {known.get(code, 'see docs/classroom.md')}" for code in codes]
-        endings = [ending.said() for result in report.families for ending in result.endings]
-        out += [f"  {said}" for said in dict.fromkeys(endings)]
+        out += [f"  {', '.join(names)}: {said}" for said, names in endings_said(report).items()]
         if any(len(result.codes) > 1 for result in report.families):
             out.append(f"  {FIRST_CAUSE}")
     if report.run_codes:

@@ -9,7 +9,7 @@ from course.capstone.processes import Finished
 from course.capstone.records import Ending, note_ending
 
 
-def ending(finished: Finished, expected: Iterable[int] = (0,)) -> list[str]:
+def ending(finished: Finished, expected: Iterable[int] = (0,), note: str = "") -> list[str]:
     """The common codes of one learner command: its time limit, its exit status, what it left running.
     A command that ended otherwise than expected is noted for the report (which command, how); so is
     one that ended with a traceback, whatever its status: a crash that exits 1 where a failed task
@@ -18,7 +18,7 @@ def ending(finished: Finished, expected: Iterable[int] = (0,)) -> list[str]:
     expected = tuple(expected)
     exception = finished.exception()
     if finished.timed_out or finished.status not in expected or exception is not None:
-        noted = Ending(finished.command, finished.status, expected, exception)
+        noted = Ending(finished.command, finished.status, expected, exception, note)
         note_ending(noted)
         codes.append(noted.code)
     if finished.leftovers:

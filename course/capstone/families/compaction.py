@@ -197,9 +197,9 @@ async def check_edge(case: EdgeCase, bench: Bench) -> list[str]:
     async with bench.model(EdgeScript(case)) as server:
         finished = await bench.run("tiny_pi.agent", bench.agent_args(server, root, *limits), cwd=folder, stdin=stdin)
     codes = ending(finished)
-    if case.over:
-        return codes + summary_codes(case.summary, server.requests)
     compacted = any(not request.get("tools") for request in server.requests)
+    if case.over:  # not compacted: the second request went out one token over, by the usage the model reported
+        return codes + ([] if compacted else ["E-COMPACT-BUDGET"]) + summary_codes(case.summary, server.requests)
     return codes + (["E-COMPACT-EARLY"] if compacted else [])
 
 

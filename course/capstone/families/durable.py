@@ -15,9 +15,14 @@ started again:
   recover), and one after it is settled (9 to 14: around the tool's run). An agent whose
   round trip has fewer commits finishes before N; then its whole run must
   be right, and a fresh run is killed at a commit drawn from its own;
-- in the middle of the tool: the command kills the agent that runs it
-  (`kill -9 $PPID`) once the token is written, so the call has run and its
-  result was never committed;
+- in the middle of the tools: the reply asks for two `bash` calls, which
+  the agent runs side by side. The first appends a token of its own, says
+  so in a file and waits (at most 5 s) while the agent lives; the second
+  waits for that file, appends the case's token and kills the agent that
+  runs it (`kill -9 $PPID`). Both calls have run, both tasks are running
+  and neither result was committed: the restart must turn both back, and
+  run neither again. (An agent that runs calls one after the other still
+  finishes the first, after its wait.)
 - a safe tool cut off after its intent: the model asks to `read` a drawn
   file instead, and the agent is killed at the first commit after which
   the store holds that call's intent (its task in the `execute` phase) and
@@ -62,9 +67,12 @@ KILLED = -signal.SIGKILL  # how a process killed by SIGKILL ends
 ROUND_TRIP = 14
 RESULT_COMMIT = 11  # of those, the one that stores the tool's result: killed there, the intent is the last commit
 STORE = "run.db"
+RESTART_KILLED = "the exam kills only the first run: this kill is the agent's own (a tool run again?)"
 CODES = {
     "E-DURABLE-NO-CRASH": "the agent was not killed at the drawn commit: its store does not call chapter 19's crash "
                           "hook (TINY_PI_KILL_AT_COMMIT) inside each commit",
+    "E-DURABLE-NO-INTENT": "no commit left a tool call's intent stored without its result: a tool task commits its "
+                           "intent (its checkpoint in the execute phase) before it runs, its result after",
     "E-DURABLE-LOST": "an entry committed before the crash was lost or changed by the restart",
     "E-DURABLE-TWICE": "an unsafe tool's side effect happened twice: a call cut off by the crash ran again",
     "E-DURABLE-UNFINISHED": "after the restart a task was left unfinished (opening the store turns every running "
@@ -72,8 +80,6 @@ CODES = {
     "E-DURABLE-SKIPPED": "a tool call that had not started before the crash never ran after the restart",
     "E-DURABLE-NOT-REPLAYED": "a safe tool (read) cut off after its intent was not run again after the restart: the "
                               "model got no result, or an interrupted one, instead of what the tool reads",
-    "E-DURABLE-NO-INTENT": "no commit left a tool call's intent stored without its result: a tool task commits its "
-                           "intent (its checkpoint in the execute phase) before it runs, its result after",
     "E-DURABLE-RESENT": "a reply the crash cut off (or one that failed) was sent to the model in a later request",
     "E-DURABLE-UNPAIRED": "a tool call of a reply sent to the model has no result, or more than one",
     "E-DURABLE-VIEW": "python -m tiny_pi.durable_view did not show the finished run, or did not mark the call cut off "
@@ -91,6 +97,8 @@ class CrashCase:
     call_id: str
     asking: str  # the model's words with the call
     answer: str  # its final answer
+    partner_token: str  # IN_TOOL: what the call running beside the killing one appends
+    partner_id: str
 
 
 # Where the kills fall, as fractions of the round trip's commits (1 + int(fraction * 14) is the commit):
@@ -101,31 +109,46 @@ STRETCHES = ((AT_COMMIT, 0 / ROUND_TRIP, 3 / ROUND_TRIP), (AT_COMMIT, 3 / ROUND_
 
 
 def cases(draw: Draw) -> list[CrashCase]:
-    return [CrashCase(kind, low + draw.random.random() * (high - low), draw.words(6), draw.file_name(), draw.token(),
-                      draw.call_id(), draw.words(4), draw.token()) for kind, low, high in STRETCHES]
+    found = []
+    for kind, low, high in STRETCHES:
+        call_id, partner_id = draw.call_ids(2)
+        found.append(CrashCase(kind, low + draw.random.random() * (high - low), draw.words(6), draw.file_name(),
+                               draw.token(), call_id, draw.words(4), draw.token(), draw.token(), partner_id))
+    return found
 
 
-def command(case: CrashCase) -> str:
-    append = f"printf '%s\\n' {case.token} >> '{case.effects}'"
-    return f"{append}; kill -9 $PPID" if case.kind == IN_TOOL else append
+def append(case: CrashCase, token: str) -> str:
+    return f"printf '%s\\n' {token} >> '{case.effects}'"
 
 
-def tool_call(case: CrashCase) -> Call:
-    """The call the model makes: `read` of the file holding the token (safe), or `bash` appending it."""
+# At most 5 s, 0.05 s at a time: a shell's wait for a condition, never for ever.
+def waiting(condition: str) -> str:
+    return f"i=0; while {condition} && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done"
+
+
+def tool_calls(case: CrashCase) -> list[Call]:
+    """The calls the model makes: `read` of the file holding the token (safe), or `bash` appending it; in
+    the tools, two: one that waits while its agent lives, one that kills the agent once the other ran."""
     if case.kind == SAFE_REPLAY:
-        return Call.of(case.call_id, "read", {"path": case.effects})
-    return Call.of(case.call_id, "bash", {"command": command(case)})
+        return [Call.of(case.call_id, "read", {"path": case.effects})]
+    if case.kind != IN_TOOL:
+        return [Call.of(case.call_id, "bash", {"command": append(case, case.token)})]
+    ran = f"'{case.effects}.ran'"
+    lives = "[ $PPID -ne 1 ] && kill -0 $PPID 2>/dev/null"  # its agent: not yet gone (or, at start, adopted)
+    beside = f"{append(case, case.partner_token)}; : > {ran}; {waiting(lives)}"
+    killing = f"{waiting(f'[ ! -e {ran} ]')}; {append(case, case.token)}; kill -9 $PPID"
+    return [Call.of(case.partner_id, "bash", {"command": beside}), Call.of(case.call_id, "bash", {"command": killing})]
 
 
 def model(case: CrashCase) -> Any:
-    """The model: the case's call for the prompt, the answer once a tool result came back."""
-    call = tool_call(case)
+    """The model: the case's calls for the prompt, the answer once the tool results came back."""
+    calls = tool_calls(case)
 
     def reply(request: dict[str, Any], number: int) -> Answer:
         said = messages(request)
         if said and said[-1].get("role") == "tool":
             return Answer(text=case.answer)
-        return Answer(text=case.asking, calls=[call])
+        return Answer(text=case.asking, calls=calls)
 
     return reply
 
@@ -232,8 +255,8 @@ async def check(case: CrashCase, bench: Bench) -> list[str]:
         again = await bench.run("tiny_pi.agent", durable_args(bench, server, root) + ([] if prompted else [case.prompt]),
                                 cwd=root)
     after = peek(root / STORE)
-    # named as the restart: a SIGKILL here is the agent's own (a tool run again that kills it), not the exam's
-    codes = crash_codes(case, killed) + ending(attrs.evolve(again, command=f"restarted {again.command}"))
+    codes = crash_codes(case, killed) + ending(attrs.evolve(again, command=f"restarted {again.command}"),
+                                               note=RESTART_KILLED if again.status == KILLED else "")
     if any(after.entries.get(key) != entry for key, entry in before.items()):
         codes.append("E-DURABLE-LOST")
     codes += effect_problems(root, case) + conversation_problems(after)
@@ -257,10 +280,12 @@ def crash_codes(case: CrashCase, killed: Finished) -> list[str]:
 
 
 def effect_problems(root: Path, case: CrashCase) -> list[str]:
-    """The side effect happened once: twice is a call run again, never is a call dropped."""
+    """Each side effect happened once: twice is a call run again, never is a call dropped."""
     path = root / case.effects
-    count = path.read_text(encoding="utf-8", errors="replace").split().count(case.token) if path.is_file() else 0
-    return ["E-DURABLE-TWICE"] if count > 1 else ["E-DURABLE-SKIPPED"] if count == 0 else []
+    written = path.read_text(encoding="utf-8", errors="replace").split() if path.is_file() else []
+    tokens = (case.token, case.partner_token) if case.kind == IN_TOOL else (case.token,)
+    counts = [written.count(token) for token in tokens]
+    return (["E-DURABLE-TWICE"] if max(counts) > 1 else []) + (["E-DURABLE-SKIPPED"] if min(counts) == 0 else [])
 
 
 def said(stored: Stored) -> list[dict[str, Any]]:

@@ -31,7 +31,8 @@ CODES = {
     "E-ESCAPE-DOTDOT": "a file outside the root reached the model through `..` or an absolute path",
     "E-ESCAPE-SYMLINK": "a file outside the root reached the model through a symlink",
     "E-ESCAPE-WRITE": "a write or an edit changed something outside the root",
-    "E-ESCAPE-INSIDE": "a call that stays inside the root (through `..` or a symlink) was refused",
+    "E-ESCAPE-INSIDE": "a call that stays inside the root (through `..` or a symlink) did not do its work: its "
+                       "result did not reach the model, or its file was not written",
 }
 OUTSIDE = "<outside>"  # an absolute path's start, known once the case's world has a place
 ESCAPE_CODE = {DOTDOT: "E-ESCAPE-DOTDOT", SYMLINK: "E-ESCAPE-SYMLINK", WRITE: "E-ESCAPE-WRITE"}

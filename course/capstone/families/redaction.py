@@ -6,10 +6,12 @@ or its error, and the API key in the environment. Every run has a task of
 each ending, so a report that leaks on one path leaks every run: one the
 model passes, one it fails by a `contains` check, one by a `command` check,
 and one whose model call fails with an error that quotes a secret; drawn
-into two cases of two tasks, each its own evaluation run. `python -m
-tiny_pi.eval TASKS ... --out DIR --json` must exit 0 when every task passed
-and 1 otherwise, and neither its stdout nor DIR/report.json may hold any
-secret, while the report's counts say how many passed and failed.
+into two cases of two tasks, each evaluated twice. `python -m tiny_pi.eval
+TASKS ... --out DIR --json` must exit 0 when every task passed and 1
+otherwise, and neither its stdout nor DIR/report.json may hold any secret,
+while the report's counts say how many passed and failed. Without `--json`
+(a line per task for the person at the terminal, who may see the secrets)
+it must end the same way, and DIR/report.json must hold the same.
 """
 
 from __future__ import annotations
@@ -101,19 +103,25 @@ def reply_for(case: RedactionCase):
 
 
 async def check(case: RedactionCase, bench: Bench) -> list[str]:
+    codes = await evaluated(case, bench, as_json=True) + await evaluated(case, bench, as_json=False)
+    return list(dict.fromkeys(codes))
+
+
+async def evaluated(case: RedactionCase, bench: Bench, as_json: bool) -> list[str]:
+    """One evaluation of the case's tasks; with --json its stdout is shared too, and must hold the counts."""
     folder = bench.folder("eval")
     tasks, out = folder / "tasks", folder / "out"
     for task in case.tasks:
         write_files(tasks / task.name, {"task.toml": task_toml(task), f"workspace/{task.file_name}": task.file_text})
     async with bench.model(reply_for(case)) as server:
-        args = [str(tasks), "--base-url", server.base_url, "--model", bench.model_id, "--out", str(out), "--json"]
-        finished = await bench.run("tiny_pi.eval", args, cwd=folder)
+        args = [str(tasks), "--base-url", server.base_url, "--model", bench.model_id, "--out", str(out)]
+        finished = await bench.run("tiny_pi.eval", [*args, "--json"] if as_json else args, cwd=folder)
     codes = ending(finished, (0,) if all(task.passes for task in case.tasks) else (1,))
-    report_file = out / "report.json"
-    shared = finished.stdout + shared_report(report_file)
+    report = shared_report(out / "report.json")
+    shared = finished.stdout + report if as_json else report
     if any(secret in shared for secret in [*case.secrets(), bench.api_key]):
         codes.append("E-REDACT-LEAK")
-    if counts(finished.stdout) != counts_of(case) or counts(shared_report(report_file)) != counts_of(case):
+    if counts(report) != counts_of(case) or (as_json and counts(finished.stdout) != counts_of(case)):
         codes.append("E-REDACT-COUNTS")
     return codes
 
