@@ -27,7 +27,7 @@ from course.capstone.records import Family, each_case
 from course.capstone.seeds import Draw
 
 CODES = {
-    "E-PAIR-MISSING": "a tool call reached the model without its result",
+    "E-PAIR-MISSING": "a tool call had no result in the agent's last request to the model (or the agent sent none)",
     "E-PAIR-EXTRA": "a tool call got two results, or a result named a call nobody made",
     "E-PAIR-CONTENT": "a call's result did not carry what that call read (lost, or another call's)",
 }
