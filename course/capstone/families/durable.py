@@ -24,9 +24,8 @@ started again:
   run neither again. (An agent that runs calls one after the other still
   finishes the first, after its wait.)
 - a safe tool cut off after its intent: the model asks to `read` a drawn
-  file instead, and the agent is killed at the first commit after which
-  the store holds that call's intent (its task in the `execute` phase) and
-  no result. Found by looking: killed at the lesson's result commit, then
+  file instead, and the agent is killed at a commit after which the store
+  holds that call's intent (its task in the `execute` phase) and no result. Found by looking: killed at the lesson's result commit, then
   one later or earlier until the store shows it. `read` is safe where it is
   stored and where it is registered, so the restart must run it again: the
   model must get the file's text, not an `interrupted` result.
@@ -34,12 +33,12 @@ started again:
 The restart gets the prompt again only if the store holds no user entry
 (a prompt not on disk was never taken). Then, read from run.db through
 SQLite (chapter 19's `records` table) and the side-effect file: every entry
-committed before the kill is still there, unchanged; the token is in the
+committed before the kill is still there, unchanged; each token is in the
 file exactly once; every call of a reply that was sent has one result; no
 task is left unfinished and the conversation ends in an answer; no request
 carried a reply the crash cut off. Then `python -m tiny_pi.durable_view`
 must show the run to its answer, in every case (a viewer that crashes on
-any entry fails), and in the last case mark the call as interrupted.
+any entry fails), and in the in-tool case mark the calls as interrupted.
 """
 
 from __future__ import annotations
