@@ -21,6 +21,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+import attrs
 import pytest
 import trio
 
@@ -194,6 +195,18 @@ DEFECTS = [
                  "    return [attrs.evolve(task, status=PENDING) for task in tasks if task.status == RUNNING]\n",
                  "    return [attrs.evolve(task, status=PENDING) for task in tasks if task.status == RUNNING][:1]\n",
                  "E-DURABLE-UNFINISHED", id="reopen-turns-back-one-running-task"),
+    pytest.param("durable", "tiny_pi/durable_run.py",
+                 '        if "partial" in task.checkpoint:\n            await self.session.commit(lambda tx: keep_cut_reply(tx, '
+                 'task.id))\n        messages = self.request_messages(task.input["context"])\n',
+                 '        messages = self.request_messages(task.input["context"])\n        if "partial" in task.checkpoint:\n'
+                 '            messages.append(message_from_data(task.checkpoint["partial"]))  # go on where it was cut\n',
+                 "E-DURABLE-RESENT", id="a-cut-reply-continued"),
+    pytest.param("durable", "tiny_pi/durable_run.py",
+                 '    put_entry(tx, attrs.evolve(partial, stop_reason="aborted", error_message=CUT_OFF))\n', "",
+                 "E-DURABLE-CUT-DROPPED", id="a-cut-reply-dropped"),
+    pytest.param("leftovers", "tiny_pi/bash_tool.py",
+                 "            await trio.sleep(POLL_INTERVAL)\n    signal_group(process, signals.SIGKILL)\n",
+                 "            await trio.sleep(POLL_INTERVAL)\n", "E-LEFT-RUNNING", id="no-sigkill-after-the-grace"),
     pytest.param("redaction", "tiny_pi/eval/report.py", '        return f"FAIL {result.name}: {result.detail}"\n',
                  '        return f"FAIL {result.name}: {result.detail.splitlines()[1]}"\n', "E-EXIT",
                  id="a-failed-task-line-crashes-without-json"),
@@ -289,7 +302,7 @@ EVERY_KIND = {
     "pairing": set(pairing.KINDS),
     "escape": {"dotdot read ..", "dotdot read absolute", "dotdot ls ..", "symlink read link", "symlink ls link",
                "write write ..", "write write link", "write write absolute", "write edit link", "write edit .."},
-    "leftovers": {leftovers.BACKGROUND, leftovers.SIGNALLED},
+    "leftovers": {leftovers.BACKGROUND, leftovers.STUBBORN, leftovers.SIGNALLED},
     "torn": {torn.TAIL, torn.CUT, torn.REUSED},
     "compaction": {compaction.IN_ONE_RUN, compaction.RESUMED, compaction.AT_THE_EDGE, compaction.ONE_OVER},
     "redaction": set(redaction.ENDINGS),
@@ -483,7 +496,7 @@ def test_a_traceback_is_a_crash_even_with_the_status_the_case_expects() -> None:
         ENDINGS.reset(token)
     assert (crashed, failed) == (["E-EXIT"], [])
     assert [(end.command, end.status, end.exception) for end in noted] == [("tiny_pi.eval", 1, "KeyError")]
-    assert noted[0].said() == "tiny_pi.eval ended with exit 1, as expected, but raising KeyError"
+    assert noted[0].said() == "tiny_pi.eval ended with exit 1, the status expected, but printed a traceback (KeyError)"
     assert noted[0].brief() == "tiny_pi.eval: KeyError"
 
 
@@ -670,3 +683,18 @@ def test_a_restart_killed_by_its_own_tool_is_named_as_the_restart(tmp_path: Path
     restarts = [ending for ending in result.endings if ending.command == "restarted tiny_pi.agent"]
     assert restarts and restarts[0].said().startswith(
         "restarted tiny_pi.agent was killed by SIGKILL (expected exit 0); the exam kills only the first run")
+
+
+def test_the_finished_agent_passes_a_kill_at_every_commit_of_the_round_trip() -> None:
+    """A run draws one commit from each stretch; every one of the fourteen must pass on chapter 19's target
+    (a cut in the second reply's stream once read as a resent reply: its request rightly carries the first)."""
+    def every_commit(draw: Draw) -> list[durable.CrashCase]:
+        case = durable.cases(draw)[0]
+        return [attrs.evolve(case, fraction=(commit - 0.5) / durable.ROUND_TRIP)
+                for commit in range(1, durable.ROUND_TRIP + 1)]
+
+    family = attrs.evolve(durable.FAMILY, cases=every_commit)
+    report = trio.run(run_capstone, LAST.target, LAST.number, LAST.name, SEED, [family])
+
+    (result,) = report.families
+    assert result.total == durable.ROUND_TRIP and result.ok, result

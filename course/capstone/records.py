@@ -108,7 +108,7 @@ class Ending:
             return f"{self.command} was stopped at its time limit"
         ended = f"was {how(self.status)}" if self.status < 0 else f"ended with {how(self.status)}"
         if self.status in self.expected:  # noted for its traceback alone
-            return f"{self.command} {ended}, as expected, but raising {self.exception}"
+            return f"{self.command} {ended}, the status expected, but printed a traceback ({self.exception})"
         expected = " or ".join(how(status) for status in self.expected)
         raising = f", raising {self.exception}" if self.exception else ""
         noted = f"; {self.note}" if self.note else ""

@@ -25,8 +25,9 @@ started again:
   finishes the first, after its wait.)
 - a safe tool cut off after its intent: the model asks to `read` a drawn
   file instead, and the agent is killed at a commit after which the store
-  holds that call's intent (its task in the `execute` phase) and no result. Found by looking: killed at the lesson's result commit, then
-  one later or earlier until the store shows it. `read` is safe where it is
+  holds that call's intent (its task in the `execute` phase) and no
+  result. Found by looking: killed at the lesson's result commit, then one
+  later or earlier until the store shows it. `read` is safe where it is
   stored and where it is registered, so the restart must run it again: the
   model must get the file's text, not an `interrupted` result.
 
@@ -36,7 +37,8 @@ SQLite (chapter 19's `records` table) and the side-effect file: every entry
 committed before the kill is still there, unchanged; each token is in the
 file exactly once; every call of a reply that was sent has one result; no
 task is left unfinished and the conversation ends in an answer; no request
-carried a reply the crash cut off. Then `python -m tiny_pi.durable_view`
+carried a reply the crash cut off, and a reply cut off mid-stream was kept
+as an aborted entry and its request asked again, with no reply in it. Then `python -m tiny_pi.durable_view`
 must show the run to its answer, in every case (a viewer that crashes on
 any entry fails), and in the in-tool case mark the calls as interrupted.
 """
@@ -73,13 +75,17 @@ CODES = {
     "E-DURABLE-NO-INTENT": "no commit left a tool call's intent stored without its result: a tool task commits its "
                            "intent (its checkpoint in the execute phase) before it runs, its result after",
     "E-DURABLE-LOST": "an entry committed before the crash was lost or changed by the restart",
+    "E-DURABLE-RESENT": "a reply the crash cut off (or one that failed) was sent to the model in a later request, "
+                        "or taken for the reply: a cut reply is kept aside and the same request asked again from "
+                        "scratch",
+    "E-DURABLE-CUT-DROPPED": "a reply cut off mid-stream (its partial committed) was not kept as an aborted entry "
+                             "after the restart",
     "E-DURABLE-TWICE": "an unsafe tool's side effect happened twice: a call cut off by the crash ran again",
     "E-DURABLE-UNFINISHED": "after the restart a task was left unfinished (opening the store turns every running "
                             "task back to pending), or the conversation did not end in an answer",
     "E-DURABLE-SKIPPED": "a tool call that had not started before the crash never ran after the restart",
     "E-DURABLE-NOT-REPLAYED": "a safe tool (read) cut off after its intent was not run again after the restart: the "
                               "model got no result, or an interrupted one, instead of what the tool reads",
-    "E-DURABLE-RESENT": "a reply the crash cut off (or one that failed) was sent to the model in a later request",
     "E-DURABLE-UNPAIRED": "a tool call of a reply sent to the model has no result, or more than one",
     "E-DURABLE-VIEW": "python -m tiny_pi.durable_view did not show the finished run, or did not mark the call cut off "
                       "in the middle as interrupted",
@@ -247,8 +253,8 @@ async def check(case: CrashCase, bench: Bench) -> list[str]:
                 return problems
             root = bench.folder("root")
             killed = await first_run(case, server, root, bench, whole.seq)
-        before = peek(root / STORE).entries
-        requests = len(server.requests)
+        stored = peek(root / STORE)
+        before, requests = stored.entries, len(server.requests)
         prompted = any(isinstance(entry, dict) and (entry.get("message") or {}).get("role") == "user"
                        for entry in before.values())
         again = await bench.run("tiny_pi.agent", durable_args(bench, server, root) + ([] if prompted else [case.prompt]),
@@ -261,12 +267,53 @@ async def check(case: CrashCase, bench: Bench) -> list[str]:
     codes += effect_problems(root, case) + conversation_problems(after)
     if case.kind == SAFE_REPLAY and not replayed(case, server.requests[requests:]):
         codes.append("E-DURABLE-NOT-REPLAYED")
-    if any(sum(message.get("role") == "assistant" for message in messages(request)) > 1
-           for request in server.requests[requests:]):
-        codes.append("E-DURABLE-RESENT")  # this conversation has one reply before its last request
+    later = server.requests[requests:]
+    if any(resent(case, request) for request in later) or (cut_mid_stream(stored) and not asked_again(stored, later)):
+        codes.append("E-DURABLE-RESENT")
+    if cut_mid_stream(stored) and not any(message.get("role") == "assistant" and message.get("stopReason") == "aborted"
+                                          for message in said(after)):
+        codes.append("E-DURABLE-CUT-DROPPED")
     if not codes:
         codes += await viewed(case, root, bench)
     return list(dict.fromkeys(codes))
+
+
+def resent(case: CrashCase, request: dict[str, Any]) -> bool:
+    """A request that carries another reply than the one settled before the crash (a partial, to be continued),
+    or that one twice: this conversation's only reply the model may see again is its calls', once."""
+    replies = [message for message in messages(request) if message.get("role") == "assistant"]
+    return len(replies) > 1 or any(not settled(case, reply) for reply in replies)
+
+
+def settled(case: CrashCase, reply: dict[str, Any]) -> bool:
+    """The model's whole reply as the agent sends it back: its words and each call, arguments complete."""
+    wanted = {call.id: (call.name, json.loads(call.arguments)) for call in tool_calls(case)}
+    sent = {}
+    for call in reply.get("tool_calls") or []:
+        if not isinstance(call, dict):
+            return False
+        function = call.get("function") or {}
+        try:
+            sent[call.get("id")] = (function.get("name"), json.loads(function.get("arguments") or ""))
+        except (ValueError, TypeError):
+            return False
+    return content_text(reply.get("content")) == case.asking and sent == wanted
+
+
+def asked_again(stored: Stored, later: list[dict[str, Any]]) -> bool:
+    """The restart's first request is the cut one again: the replies settled before the crash, and no other."""
+    settled_replies = [message for message in said(stored) if message.get("role") == "assistant"
+                       and message.get("stopReason") not in ("aborted", "error")]
+    first = messages(later[0]) if later else []
+    replies = [message for message in first if message.get("role") == "assistant"]
+    return bool(first) and len(replies) == len(settled_replies) and first[-1].get("role") != "assistant"
+
+
+def cut_mid_stream(stored: Stored) -> bool:
+    """The store holds a generation cut off with its partial reply committed (chapter 19's `partial`)."""
+    return any(isinstance(task, dict) and task.get("kind") == "generation"
+               and task.get("status") not in ("completed", "failed")
+               and (task.get("checkpoint") or {}).get("partial") is not None for task in stored.tasks)
 
 
 def crash_codes(case: CrashCase, killed: Finished) -> list[str]:

@@ -1,11 +1,13 @@
 """Leftovers (chapters 08 and 13): nothing the agent started is running once it has exited.
 
 In one case the model runs a bash command that leaves a process behind it
-in the background, and the run then ends as usual; in the other the
-agent is stopped with SIGTERM while a bash command is still running, and
-must end it (exit status 143, or death by the signal). Either way, once
-the agent has exited, no process carrying the run's mark may be left
-(every learner command of every family is swept the same way).
+in the background, and the run then ends as usual; in another the process
+left behind ignores SIGTERM, so only the SIGKILL that follows the grace
+ends it; in the last the agent is stopped with SIGTERM while a bash
+command is still running, and must end it (exit status 143, or death by
+the signal). Each way, once the agent has exited, no process carrying the
+run's mark may be left (every learner command of every family is swept
+the same way).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from course.capstone.processes import POLL, marked
 from course.capstone.records import Family, each_case
 from course.capstone.seeds import Draw
 
-BACKGROUND, SIGNALLED = "background", "signalled"
+BACKGROUND, STUBBORN, SIGNALLED = "background", "ignores-sigterm", "signalled"
 CODES = {
     "E-LEFT-NOT-RUN": "the bash command of the case never ran, so what it leaves could not be checked",
 }
@@ -43,13 +45,15 @@ def cases(draw: Draw) -> list[LeftoversCase]:
     return [
         LeftoversCase(kind, draw.words(5), draw.call_id(), f"{draw.integer(3000, 9000)}.{draw.integer(1000, 9999)}",
                       draw.token())
-        for kind in (BACKGROUND, SIGNALLED)
+        for kind in (BACKGROUND, STUBBORN, SIGNALLED)
     ]
 
 
 def command(case: LeftoversCase, seconds: str) -> str:
     if case.kind == BACKGROUND:
         return f"sleep {seconds} >/dev/null 2>&1 &\necho {case.said}"
+    if case.kind == STUBBORN:  # ignored before the fork, SIGTERM stays ignored in the child, and after its exec
+        return f"trap '' TERM\nsleep {seconds} >/dev/null 2>&1 &\necho {case.said}"
     return f"echo {case.said}; sleep {seconds}"
 
 

@@ -20,6 +20,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import attrs
 from attrs import frozen
 
 from course.capstone.bench import Bench
@@ -116,7 +117,8 @@ async def evaluated(case: RedactionCase, bench: Bench, as_json: bool) -> list[st
     async with bench.model(reply_for(case)) as server:
         args = [str(tasks), "--base-url", server.base_url, "--model", bench.model_id, "--out", str(out)]
         finished = await bench.run("tiny_pi.eval", [*args, "--json"] if as_json else args, cwd=folder)
-    codes = ending(finished, (0,) if all(task.passes for task in case.tasks) else (1,))
+    shown = attrs.evolve(finished, command=f"{finished.command} --json") if as_json else finished  # which run
+    codes = ending(shown, (0,) if all(task.passes for task in case.tasks) else (1,))
     report = shared_report(out / "report.json")
     shared = finished.stdout + report if as_json else report
     if any(secret in shared for secret in [*case.secrets(), bench.api_key]):
