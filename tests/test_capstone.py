@@ -29,6 +29,7 @@ from conftest import REPO, course, made_practice, mini, tree_hash
 from course.capstone.families import (
     FAMILIES, codemode, compaction, durable, escape, leftovers, mcp, pairing, redaction, router, search, torn,
 )
+from course.capstone.frozen import shipped_answer, tree_digest
 from course.capstone.place import examined
 from course.capstone.processes import marked
 from course.capstone.records import CapstoneReport, Ending, FamilyResult, outcome
@@ -94,6 +95,7 @@ def test_the_workflow_grades_the_capstone_of_a_finished_agent(tmp_path: Path) ->
     validate(report, SCHEMA, root=SCHEMA)
     assert set(report) == set(SCHEMA["properties"]), "the document holds the schema's keys and no other"
     assert report["ok"] is True and report["chapter"] == LAST.name and report["run_codes"] == []
+    assert report["shipped_answer"] == LAST.name, "the course's own answer, copied in, is named as such"
     assert Path(report["directory"]) == directory.resolve() and report["legend"] == {}
     assert report["course_version"] is None or re.fullmatch(r"\d+\.\d+\.\d+.*", report["course_version"])
     started = datetime.strptime(report["started"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
@@ -149,7 +151,7 @@ DEFECTS = [
                  "    file = root / path\n    if file.is_dir():", "E-ESCAPE-WRITE", id="write-unchecked"),
     pytest.param("leftovers", "tiny_pi/bash_tool.py", "                await stop_group(process)\n",
                  "                if process.returncode is None:\n                    await stop_group(process)\n",
-                 "E-LEFT-RUNNING", id="group-stopped-only-on-timeout"),
+                 "E-LEFT-BACKGROUND", id="group-stopped-only-on-timeout"),
     pytest.param("torn", "tiny_pi/session_log.py", "enumerate(lines[1:], start=2)", "enumerate(lines[1:], start=1)",
                  "E-TORN-LINE", id="header-not-counted"),
     pytest.param("compaction", "tiny_pi/runtime.py", "        if tokens <= self.limits.window - self.limits.reserve:\n",
@@ -204,9 +206,12 @@ DEFECTS = [
     pytest.param("durable", "tiny_pi/durable_run.py",
                  '    put_entry(tx, attrs.evolve(partial, stop_reason="aborted", error_message=CUT_OFF))\n', "",
                  "E-DURABLE-CUT-DROPPED", id="a-cut-reply-dropped"),
+    pytest.param("durable", "tiny_pi/durable_run.py",
+                 '            if round_settled(tx, task.input["assistant"]) and turn < self.max_turns:\n',
+                 "            if turn < self.max_turns:\n", "E-DURABLE-UNPAIRED", id="each-result-asks-the-model-again"),
     pytest.param("leftovers", "tiny_pi/bash_tool.py",
                  "            await trio.sleep(POLL_INTERVAL)\n    signal_group(process, signals.SIGKILL)\n",
-                 "            await trio.sleep(POLL_INTERVAL)\n", "E-LEFT-RUNNING", id="no-sigkill-after-the-grace"),
+                 "            await trio.sleep(POLL_INTERVAL)\n", "E-LEFT-SIGTERM-IGNORED", id="no-sigkill-after-the-grace"),
     pytest.param("redaction", "tiny_pi/eval/report.py", '        return f"FAIL {result.name}: {result.detail}"\n',
                  '        return f"FAIL {result.name}: {result.detail.splitlines()[1]}"\n', "E-EXIT",
                  id="a-failed-task-line-crashes-without-json"),
@@ -698,3 +703,15 @@ def test_the_finished_agent_passes_a_kill_at_every_commit_of_the_round_trip() ->
 
     (result,) = report.families
     assert result.total == durable.ROUND_TRIP and result.ok, result
+
+
+def test_code_that_is_a_chapters_target_byte_for_byte_is_named_and_code_of_ones_own_is_not(tmp_path: Path) -> None:
+    """An instructor grading a class sees a copied answer for what it is; a changed byte is the learner's code."""
+    targets = [(chapter.name, chapter.target) for chapter in CATALOG.chapters]
+    copied = target_copy(tmp_path, "copied")
+    assert shipped_answer(tree_digest(copied / "tiny_pi"), targets) == LAST.name
+    agent = copied / "tiny_pi" / "agent.py"
+    agent.write_text(agent.read_text() + "# my own\n")
+    assert shipped_answer(tree_digest(copied / "tiny_pi"), targets) is None
+    shown = lines(failing_report(tmp_path), "/home/learner/practice/19", shipped=LAST.name)
+    assert shown[1] == f"This tiny_pi/ is chapter {LAST.name}'s target byte for byte: the course's own answer, not yours."

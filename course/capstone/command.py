@@ -58,6 +58,7 @@ def capstone(
     """
     import trio
 
+    from course.capstone.frozen import shipped_answer
     from course.capstone.place import examined
     from course.capstone.report import document, lines
     from course.capstone.runner import run_capstone
@@ -71,9 +72,10 @@ def capstone(
     drawn = fresh_seed() if seed is None else seed
     with output.progress("Running the capstone", enabled=not as_json):
         report = trio.run(run_capstone, place.directory, place.chapter.number, place.chapter.name, drawn)
+    shipped = shipped_answer(report.digest, ((chapter.name, chapter.target) for chapter in ctx.catalog.chapters))
     if as_json:
-        output.emit_json(document(report, course_version()))
+        output.emit_json(document(report, course_version(), shipped))
     else:
-        for line in lines(report, str(place.directory.absolute()), seeded=seed is not None):
+        for line in lines(report, str(place.directory.absolute()), seeded=seed is not None, shipped=shipped):
             output.say(line)
     sys.exit(0 if report.ok else 1)

@@ -62,13 +62,16 @@ def family_line(result: FamilyResult, width: int) -> str:
     return f"  {name}  {result.passed}/{result.total}{codes}"
 
 
-def lines(report: CapstoneReport, shown_directory: str, seeded: bool = False) -> list[str]:
+def lines(report: CapstoneReport, shown_directory: str, seeded: bool = False, shipped: str | None = None) -> list[str]:
     """The report for people: a line per family (with its chapter), the legend of the codes found, a summary.
-    `seeded`: the cases were drawn again from a seed the author gave, not afresh."""
+    `seeded`: the cases were drawn again from a seed the author gave, not afresh; `shipped`: the chapter whose
+    target the code is, byte for byte."""
     width = max(len(result.name) for result in report.families)
     drawn = "cases drawn again from the seed given" if seeded else "cases drawn afresh"
     out = [f"Capstone of {shown_directory} ({report.chapter}), {drawn}; "
            f"the code examined: tiny_pi/ with sha256 {report.digest[:16]}"]
+    if shipped is not None:
+        out.append(f"This tiny_pi/ is chapter {shipped}'s target byte for byte: the course's own answer, not yours.")
     out += [family_line(result, width) for result in report.families]
     codes = reported_codes(report)
     if codes:
@@ -90,7 +93,7 @@ def lines(report: CapstoneReport, shown_directory: str, seeded: bool = False) ->
     return out
 
 
-def document(report: CapstoneReport, course_version: str | None = None) -> dict[str, Any]:
+def document(report: CapstoneReport, course_version: str | None = None, shipped: str | None = None) -> dict[str, Any]:
     """The same counts and codes for machines (docs/course-capstone.schema.json)."""
     known = meanings()
     return {
@@ -102,6 +105,7 @@ def document(report: CapstoneReport, course_version: str | None = None) -> dict[
         "directory": str(report.directory.absolute()),
         "chapter": report.chapter,
         "code_sha256": report.digest,
+        "shipped_answer": shipped,
         "passed_families": sum(result.ok for result in report.examined),
         "examined_families": len(report.examined),
         "families": [family_json(result) for result in report.families],

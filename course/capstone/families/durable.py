@@ -86,7 +86,8 @@ CODES = {
     "E-DURABLE-SKIPPED": "a tool call that had not started before the crash never ran after the restart",
     "E-DURABLE-NOT-REPLAYED": "a safe tool (read) cut off after its intent was not run again after the restart: the "
                               "model got no result, or an interrupted one, instead of what the tool reads",
-    "E-DURABLE-UNPAIRED": "a tool call of a reply sent to the model has no result, or more than one",
+    "E-DURABLE-UNPAIRED": "a tool call of a reply sent to the model has no result, or more than one, in the store or "
+                          "in a request (a round is asked about once all its calls have results)",
     "E-DURABLE-VIEW": "python -m tiny_pi.durable_view did not show the finished run, or did not mark the call cut off "
                       "in the middle as interrupted",
 }
@@ -268,10 +269,15 @@ async def check(case: CrashCase, bench: Bench) -> list[str]:
     if case.kind == SAFE_REPLAY and not replayed(case, server.requests[requests:]):
         codes.append("E-DURABLE-NOT-REPLAYED")
     later = server.requests[requests:]
-    if any(resent(case, request) for request in later) or (cut_mid_stream(stored) and not asked_again(stored, later)):
+    # a restart that asks nothing neither resends nor drops a cut reply: the unfinished task it leaves says more
+    if any(resent(case, request) for request in later) or (
+            later and cut_mid_stream(stored) and not asked_again(stored, later)):
         codes.append("E-DURABLE-RESENT")
-    if cut_mid_stream(stored) and not any(message.get("role") == "assistant" and message.get("stopReason") == "aborted"
-                                          for message in said(after)):
+    if any(unanswered(request) for request in later):
+        codes.append("E-DURABLE-UNPAIRED")
+    kept_aside = any(message.get("role") == "assistant" and message.get("stopReason") == "aborted"
+                     for message in said(after))
+    if later and cut_mid_stream(stored) and not kept_aside:
         codes.append("E-DURABLE-CUT-DROPPED")
     if not codes:
         codes += await viewed(case, root, bench)
@@ -283,6 +289,15 @@ def resent(case: CrashCase, request: dict[str, Any]) -> bool:
     or that one twice: this conversation's only reply the model may see again is its calls', once."""
     replies = [message for message in messages(request) if message.get("role") == "assistant"]
     return len(replies) > 1 or any(not settled(case, reply) for reply in replies)
+
+
+def unanswered(request: dict[str, Any]) -> bool:
+    """A request that carries a reply's calls without one result each (a round asked about before it settled)."""
+    said = messages(request)
+    calls = [call.get("id") for message in said if message.get("role") == "assistant"
+             for call in message.get("tool_calls") or [] if isinstance(call, dict)]
+    results = [message.get("tool_call_id") for message in said if message.get("role") == "tool"]
+    return sorted(map(str, calls)) != sorted(map(str, results))
 
 
 def settled(case: CrashCase, reply: dict[str, Any]) -> bool:

@@ -27,8 +27,13 @@ from course.capstone.seeds import Draw
 
 BACKGROUND, STUBBORN, SIGNALLED = "background", "ignores-sigterm", "signalled"
 CODES = {
+    "E-LEFT-BACKGROUND": "a process a bash command left in the background outlived the agent's normal exit: the "
+                         "command's whole process group is stopped once the command ends",
+    "E-LEFT-SIGTERM-IGNORED": "a process that ignores SIGTERM outlived the agent: SIGKILL follows the grace",
+    "E-LEFT-STOPPED": "a bash command still running when the agent was stopped with SIGTERM outlived the agent",
     "E-LEFT-NOT-RUN": "the bash command of the case never ran, so what it leaves could not be checked",
 }
+LEFT = {BACKGROUND: "E-LEFT-BACKGROUND", STUBBORN: "E-LEFT-SIGTERM-IGNORED", SIGNALLED: "E-LEFT-STOPPED"}
 SIGTERM_ENDINGS = (128 + signal.SIGTERM, -signal.SIGTERM)
 
 
@@ -78,10 +83,11 @@ async def check(case: LeftoversCase, bench: Bench) -> list[str]:
         args = bench.agent_args(server, root, "--tools", "read,ls,bash", case.prompt)
         finished = await bench.run("tiny_pi.agent", args, cwd=bench.folder("cwd"), during=during,
                                    marks=[seconds])
+    left = [LEFT[case.kind]] if finished.leftovers else []  # when it was left: E-LEFT-RUNNING alone does not say
     if case.kind == SIGNALLED:
-        codes = ending(finished, SIGTERM_ENDINGS)
+        codes = left + ending(finished, SIGTERM_ENDINGS)
         return codes if seen else [*codes, "E-LEFT-NOT-RUN"]
-    codes = ending(finished)
+    codes = left + ending(finished)
     result = answered(server.requests, case.call_id)
     return codes if result is not None and case.said in result else [*codes, "E-LEFT-NOT-RUN"]
 
