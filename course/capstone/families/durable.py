@@ -80,7 +80,8 @@ CODES = {
                         "scratch",
     "E-DURABLE-CUT-DROPPED": "a reply cut off mid-stream (its partial committed) was not kept as an aborted entry "
                              "after the restart",
-    "E-DURABLE-TWICE": "an unsafe tool's side effect happened twice: a call cut off by the crash ran again",
+    "E-DURABLE-TWICE": "an unsafe tool's side effect happened twice: a call cut off by the crash ran again (its "
+                       "intent committed after it ran, or not checked on restart)",
     "E-DURABLE-UNFINISHED": "after the restart a task was left unfinished (opening the store turns every running "
                             "task back to pending), or the conversation did not end in an answer",
     "E-DURABLE-SKIPPED": "a tool call that had not started before the crash never ran after the restart",
