@@ -189,10 +189,14 @@ def summary_codes(summary: str, requests: list[dict[str, Any]]) -> list[str]:
     return [] if after and summary.encode() in json.dumps(after[0]).encode() else ["E-COMPACT-SUMMARY"]
 
 
+def limit_args(case: CompactionCase | EdgeCase) -> list[str]:
+    return ["--context-window", str(case.window), "--reserve-tokens", str(case.reserve)]
+
+
 async def check_edge(case: EdgeCase, bench: Bench) -> list[str]:
     """Two prompts in one run: the second finds the context at the budget, or one token over it."""
     root, folder = bench.folder("root"), bench.folder("cwd")
-    limits = ["--context-window", str(case.window), "--reserve-tokens", str(case.reserve)]
+    limits = limit_args(case)
     stdin = f"{case.first_prompt}\n{case.last_prompt}\n".encode()
     async with bench.model(EdgeScript(case)) as server:
         finished = await bench.run("tiny_pi.agent", bench.agent_args(server, root, *limits), cwd=folder, stdin=stdin)
@@ -207,7 +211,7 @@ async def check(case: CompactionCase | EdgeCase, bench: Bench) -> list[str]:
     if isinstance(case, EdgeCase):
         return await check_edge(case, bench)
     root, folder = bench.folder("root"), bench.folder("cwd")
-    limits = ["--context-window", str(case.window), "--reserve-tokens", str(case.reserve)]
+    limits = limit_args(case)
     stdin = "".join(f"{prompt}\n" for prompt in case.prompts).encode()
     script = Script(case)
     if case.kind == IN_ONE_RUN:

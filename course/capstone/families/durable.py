@@ -56,7 +56,9 @@ from attrs import frozen
 
 from course.capstone.bench import KILL_VARIABLE, Bench
 from course.capstone.families.common import ending
-from course.capstone.model_server import Answer, Call, ScriptedServer, content_text, messages
+from course.capstone.model_server import (
+    Answer, Call, ScriptedServer, answered, calls_made, content_text, messages, results,
+)
 from course.capstone.processes import Finished
 from course.capstone.records import Family, each_case
 from course.capstone.seeds import Draw
@@ -68,6 +70,7 @@ KILLED = -signal.SIGKILL  # how a process killed by SIGKILL ends
 ROUND_TRIP = 14
 RESULT_COMMIT = 11  # of those, the one that stores the tool's result: killed there, the intent is the last commit
 STORE = "run.db"
+FAILED_REPLIES = ("aborted", "error")  # stop reasons of replies no later request may carry
 RESTART_KILLED = "the exam kills only the first run: this kill is the agent's own (a tool run again?)"
 CODES = {
     "E-DURABLE-NO-CRASH": "the agent was not killed at the drawn commit: its store does not call chapter 19's crash "
@@ -294,11 +297,8 @@ def resent(case: CrashCase, request: dict[str, Any]) -> bool:
 
 def unanswered(request: dict[str, Any]) -> bool:
     """A request that carries a reply's calls without one result each (a round asked about before it settled)."""
-    said = messages(request)
-    calls = [call.get("id") for message in said if message.get("role") == "assistant"
-             for call in message.get("tool_calls") or [] if isinstance(call, dict)]
-    results = [message.get("tool_call_id") for message in said if message.get("role") == "tool"]
-    return sorted(map(str, calls)) != sorted(map(str, results))
+    answers = results(request)
+    return sorted(calls_made(request)) != sorted(call_id for call_id in answers for _ in answers[call_id])
 
 
 def settled(case: CrashCase, reply: dict[str, Any]) -> bool:
@@ -319,7 +319,7 @@ def settled(case: CrashCase, reply: dict[str, Any]) -> bool:
 def asked_again(stored: Stored, later: list[dict[str, Any]]) -> bool:
     """The restart's first request is the cut one again: the replies settled before the crash, and no other."""
     settled_replies = [message for message in said(stored) if message.get("role") == "assistant"
-                       and message.get("stopReason") not in ("aborted", "error")]
+                       and message.get("stopReason") not in FAILED_REPLIES]
     first = messages(later[0]) if later else []
     replies = [message for message in first if message.get("role") == "assistant"]
     return bool(first) and len(replies) == len(settled_replies) and first[-1].get("role") != "assistant"
@@ -359,9 +359,7 @@ def said(stored: Stored) -> list[dict[str, Any]]:
 
 def replayed(case: CrashCase, requests: list[dict[str, Any]]) -> bool:
     """After the restart, a request carried the read's result with the file's text: the safe call ran again."""
-    return any(message.get("role") == "tool" and message.get("tool_call_id") == case.call_id
-               and case.token in content_text(message.get("content"))
-               for request in requests for message in messages(request))
+    return case.token in (answered(requests, case.call_id) or "")
 
 
 def conversation_problems(stored: Stored) -> list[str]:
@@ -373,7 +371,7 @@ def conversation_problems(stored: Stored) -> list[str]:
     if not done or last.get("role") != "assistant" or last.get("stopReason") != "stop":
         problems.append("E-DURABLE-UNFINISHED")
     sent = [message for message in conversation if message.get("role") == "assistant"
-            and message.get("stopReason") not in ("aborted", "error")]
+            and message.get("stopReason") not in FAILED_REPLIES]
     calls = sorted(str(block.get("id")) for message in sent for block in message.get("content") or []
                    if isinstance(block, dict) and block.get("type") == "toolCall")
     results = sorted(str(message.get("toolCallId")) for message in conversation if message.get("role") == "toolResult")
